@@ -1,0 +1,204 @@
+import { parseArgs } from 'node:util'
+import { stringify } from 'yaml'
+import { FACTORIES } from '../components.js'
+import { resolveConfig } from '../core/config/resolve.js'
+import { factoryMap } from '../core/graph.js'
+import { Service } from '../core/service.js'
+import { Store } from '../store/store.js'
+import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
+
+/** sysexits.h EX_CONFIG: what `validate` and `run` exit with on a bad config. */
+export const EX_CONFIG = 78
+const EX_USAGE = 64
+
+const USAGE = `usage: meterd [command] [--config FILE ...]
+
+commands:
+  run            start the daemon (the default)
+  validate       check a config without starting anything; exit 78 when it is bad
+  print-config   print the merged, defaulted config
+  components     list the component types this build knows
+  keys create --team T --scopes S[,S...] [--account A] [--tenant T] [--environment E] [--name N] [--json]
+  keys list [--json]
+  keys revoke KEY_ID
+
+Without --config, the embedded config/meterd.yaml is used.`
+
+export async function main(argv: string[]): Promise<void> {
+  const [first, ...rest] = argv
+  const command = first && !first.startsWith('-') ? first : 'run'
+  const args = command === first ? rest : argv
+  try {
+    process.exitCode = await dispatch(command, args)
+  } catch (err) {
+    process.stderr.write(`meterd: ${(err as Error).message}\n`)
+    process.exitCode = (err as { exitCode?: number }).exitCode ?? 1
+  }
+}
+
+class UsageError extends Error {
+  exitCode = EX_USAGE
+}
+
+function options(args: string[], extra: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {}) {
+  try {
+    return parseArgs({ args, allowPositionals: true, options: { config: { type: 'string', multiple: true, short: 'c' }, help: { type: 'boolean', short: 'h' }, ...extra } })
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\n${USAGE}`)
+  }
+}
+
+function configOrExit(files: string[]) {
+  const resolved = resolveConfig(files, factoryMap(FACTORIES))
+  if (resolved.issues.length) {
+    process.stderr.write(`meterd: the config is not valid (${resolved.issues.length} error${resolved.issues.length > 1 ? 's' : ''}):\n`)
+    for (const i of resolved.issues) process.stderr.write(`  ${i.path}: ${i.message}\n`)
+    const e = new Error('invalid config') as Error & { exitCode: number }
+    e.exitCode = EX_CONFIG
+    e.message = 'invalid config'
+    throw e
+  }
+  return resolved
+}
+
+async function dispatch(command: string, args: string[]): Promise<number> {
+  switch (command) {
+    case 'run': {
+      const { values } = options(args)
+      if (values.help) return help()
+      return run(values.config ?? [])
+    }
+    case 'validate': {
+      const { values } = options(args)
+      configOrExit(values.config ?? [])
+      process.stdout.write('meterd: the config is valid\n')
+      return 0
+    }
+    case 'print-config': {
+      const { values } = options(args)
+      process.stdout.write(stringify(configOrExit(values.config ?? []).config))
+      return 0
+    }
+    case 'components': {
+      for (const kind of ['receiver', 'processor', 'exporter', 'connector', 'extension'] as const) {
+        process.stdout.write(`${kind}s:\n`)
+        for (const f of FACTORIES.filter((f) => f.kind === kind)) {
+          const signals = 'signals' in f ? ` [${f.signals.join(', ')}]` : 'connects' in f ? ` [${f.connects.map(([a, b]) => `${a}→${b}`).join(', ')}]` : ''
+          process.stdout.write(`  ${f.type.padEnd(14)} ${f.description}${signals}\n`)
+        }
+      }
+      return 0
+    }
+    case 'keys':
+      return keys(args)
+    case 'help':
+    case '--help':
+      return help()
+    default:
+      throw new UsageError(`unknown command "${command}"\n${USAGE}`)
+  }
+}
+
+function help(): number {
+  process.stdout.write(USAGE + '\n')
+  return 0
+}
+
+async function run(files: string[]): Promise<number> {
+  const { config, plan } = configOrExit(files)
+  const service = new Service({ config, plan })
+  let stopping = false
+  const stop = (signal: string) => {
+    if (stopping) {
+      service.logger.warn({ signal }, 'second signal: exiting at once')
+      process.exit(1)
+    }
+    stopping = true
+    service.logger.info({ signal }, 'draining')
+    service.shutdown().then(
+      () => process.exit(0),
+      (err) => {
+        service.logger.error({ err }, 'shutdown failed')
+        process.exit(1)
+      },
+    )
+  }
+  process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGINT', () => stop('SIGINT'))
+  try {
+    await service.start()
+  } catch (err) {
+    service.logger.error({ err }, 'start failed')
+    await service.shutdown().catch(() => undefined)
+    return 1
+  }
+  return await new Promise<number>(() => undefined) // runs until a signal
+}
+
+async function keys(args: string[]): Promise<number> {
+  const [sub, ...rest] = args
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: {
+    config: { type: 'string', multiple: true, short: 'c' },
+    team: { type: 'string' },
+    scopes: { type: 'string' },
+    account: { type: 'string' },
+    tenant: { type: 'string' },
+    environment: { type: 'string' },
+    name: { type: 'string' },
+    json: { type: 'boolean' },
+    },
+  })
+  const { config } = configOrExit(values.config ?? [])
+  const store = new Store({ path: config.storage.path, maxSizeMb: config.storage.max_size_mb })
+  const ks = new KeyStore(store)
+  try {
+    switch (sub) {
+      case 'create': {
+        if (!values.team) throw new UsageError('keys create needs --team')
+        if (!values.scopes) throw new UsageError('keys create needs --scopes (metering:write, analytics:read, platform:read, platform:write, admin)')
+        let scopes
+        try {
+          scopes = parseScopes(values.scopes)
+        } catch (err) {
+          throw new UsageError((err as Error).message)
+        }
+        const { key, record } = await ks.create({
+          team: values.team,
+          scopes,
+          account: values.account,
+          tenant: values.tenant,
+          environment: values.environment,
+          name: values.name,
+        })
+        if (values.json) process.stdout.write(JSON.stringify({ key, ...record }) + '\n')
+        else process.stdout.write(`${key}\n# id ${record.id}, account ${record.account}, team ${record.team}, scopes ${record.scopes.join(',')}; shown only once\n`)
+        return 0
+      }
+      case 'list': {
+        const list = ks.list()
+        if (values.json) process.stdout.write(JSON.stringify(list) + '\n')
+        else
+          for (const k of list)
+            process.stdout.write(`${k.id}  ${k.prefix}…  account=${k.account} team=${k.team} env=${k.environment} scopes=${k.scopes.join(',')}${k.revoked ? ' REVOKED' : ''}  ${k.name}\n`)
+        return 0
+      }
+      case 'revoke': {
+        const id = positionals[0]
+        if (!id) throw new UsageError('keys revoke needs a key id (see keys list)')
+        if (!(await ks.revoke(id))) {
+          process.stderr.write(`meterd: no key with id ${id}\n`)
+          return 1
+        }
+        process.stdout.write(`revoked ${id}\n`)
+        return 0
+      }
+      default:
+        throw new UsageError(`keys: unknown subcommand "${sub ?? ''}"\n${USAGE}`)
+    }
+  } finally {
+    await store.close()
+  }
+}

@@ -1,0 +1,19 @@
+import type { Factory } from './core/component.js'
+import { forwardFactory } from './connectors/forward/index.js'
+import { debugFactory } from './exporters/debug/index.js'
+import { lmdbFactory } from './exporters/lmdb/index.js'
+import { apikeysFactory } from './extensions/apikeys/index.js'
+import { attributionFactory } from './processors/attribution/index.js'
+import { validateFactory } from './processors/validate/index.js'
+import { meteringFactory } from './receivers/metering/index.js'
+
+/** The distribution: every component this build of meterd knows, by kind and type. */
+export const FACTORIES: readonly Factory[] = [
+  meteringFactory,
+  validateFactory,
+  attributionFactory,
+  lmdbFactory,
+  debugFactory,
+  forwardFactory,
+  apikeysFactory,
+]

@@ -1,0 +1,116 @@
+import type { TSchema, Static } from '@sinclair/typebox'
+import type { Logger } from 'pino'
+import type { Registry } from 'prom-client'
+import type { Consumer, Signal } from './consumer.js'
+import type { ComponentMetrics } from './telemetry.js'
+import type { HttpServer } from '../http/server.js'
+import type { Store } from '../store/store.js'
+import type { ServerConfig } from './config/schema.js'
+
+export type Kind = 'receiver' | 'processor' | 'exporter' | 'connector' | 'extension'
+export const KINDS: readonly Kind[] = ['receiver', 'processor', 'exporter', 'connector', 'extension']
+/** Config section of each kind. */
+export const SECTION: Record<Kind, string> = {
+  receiver: 'receivers',
+  processor: 'processors',
+  exporter: 'exporters',
+  connector: 'connectors',
+  extension: 'extensions',
+}
+
+/**
+ * Lifecycle, after the Collector's component.Component: `start` is called once, in
+ * dependency order (extensions, exporters, connectors, processors, receivers);
+ * `shutdown` in the reverse order, may be called without `start`, must be idempotent,
+ * and flushes what the component holds downstream before it resolves.
+ */
+export interface Component {
+  start(host: Host): Promise<void>
+  shutdown(): Promise<void>
+}
+
+/** What a running component can reach. */
+export interface Host {
+  readonly store: Store
+  readonly http: HttpServer
+  readonly server: ServerConfig
+  readonly logger: Logger
+  readonly registry: Registry
+  /** Injectable clock (ms since epoch), so tests can move time instead of sleeping. */
+  now(): number
+  getExtension<T = unknown>(id: string): T | undefined
+  extensions(): ReadonlyMap<string, Component>
+}
+
+export interface CreateSettings {
+  /** `type` or `type/name`. */
+  id: string
+  logger: Logger
+  metrics: ComponentMetrics
+  registry: Registry
+}
+
+export type SignalConsumers = Partial<Record<Signal, Consumer<any>>>
+
+/** A component that consumes: processors, exporters, the input side of connectors. */
+export interface ConsumingComponent extends Component {
+  readonly consumers: SignalConsumers
+}
+
+interface FactoryBase<S extends TSchema> {
+  type: string
+  description: string
+  /** One schema: the TypeScript type, the defaults, validation with paths and the config reference. */
+  schema: S
+}
+
+export interface ReceiverFactory<S extends TSchema = TSchema> extends FactoryBase<S> {
+  kind: 'receiver'
+  signals: readonly Signal[]
+  /** One instance per id, however many pipelines list it; `next` has a consumer per signal it feeds. */
+  create(settings: CreateSettings, config: Static<S>, next: SignalConsumers): Component
+}
+
+export interface ProcessorFactory<S extends TSchema = TSchema> extends FactoryBase<S> {
+  kind: 'processor'
+  signals: readonly Signal[]
+  /** One instance per pipeline, so processors never share state across pipelines by accident. */
+  create(settings: CreateSettings, config: Static<S>, signal: Signal, next: Consumer<any>): Component & Consumer<any>
+  mutatesData: boolean
+}
+
+export interface ExporterFactory<S extends TSchema = TSchema> extends FactoryBase<S> {
+  kind: 'exporter'
+  signals: readonly Signal[]
+  create(settings: CreateSettings, config: Static<S>): ConsumingComponent
+}
+
+export interface ConnectorFactory<S extends TSchema = TSchema> extends FactoryBase<S> {
+  kind: 'connector'
+  /** Supported [from, to] signal pairs. */
+  connects: readonly (readonly [Signal, Signal])[]
+  create(settings: CreateSettings, config: Static<S>, next: SignalConsumers): ConsumingComponent
+}
+
+export interface ExtensionFactory<S extends TSchema = TSchema> extends FactoryBase<S> {
+  kind: 'extension'
+  create(settings: CreateSettings, config: Static<S>): Component
+}
+
+export type Factory =
+  | ReceiverFactory<any>
+  | ProcessorFactory<any>
+  | ExporterFactory<any>
+  | ConnectorFactory<any>
+  | ExtensionFactory<any>
+
+/** `type` or `type/name` → the type part. */
+export function componentType(id: string): string {
+  const i = id.indexOf('/')
+  return i === -1 ? id : id.slice(0, i)
+}
+
+/** Pipeline id `signal` or `signal/name` → the signal part. */
+export function pipelineSignal(id: string): string {
+  return componentType(id)
+}

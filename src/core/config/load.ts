@@ -1,0 +1,94 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { parse as parseYaml, parseDocument } from 'yaml'
+import type { ConfigIssue } from './schema.js'
+import { PACKAGE_ROOT } from '../paths.js'
+
+/** The embedded default config, used when no --config is given. */
+export const DEFAULT_CONFIG_PATH = join(PACKAGE_ROOT, 'config', 'meterd.yaml')
+
+export class ConfigError extends Error {
+  constructor(readonly issues: ConfigIssue[]) {
+    super(issues.map((i) => `${i.path}: ${i.message}`).join('\n'))
+  }
+}
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json }
+
+/**
+ * Reads the files, expands `${env:VAR}` / `${env:VAR:-default}` in every string, and
+ * deep-merges them in order (maps merge, everything else — lists too — is replaced by the
+ * later file), as the Collector does with several --config flags.
+ */
+export function loadConfigFiles(files: string[], env: NodeJS.ProcessEnv = process.env): Record<string, unknown> {
+  const issues: ConfigIssue[] = []
+  let merged: Json = {}
+  for (const file of files.length ? files : [DEFAULT_CONFIG_PATH]) {
+    let text: string
+    try {
+      text = readFileSync(file, 'utf8')
+    } catch (err) {
+      issues.push({ path: file, message: `cannot read: ${(err as Error).message}` })
+      continue
+    }
+    const doc = parseDocument(text, { prettyErrors: true })
+    if (doc.errors.length) {
+      for (const e of doc.errors) issues.push({ path: file, message: e.message.split('\n')[0] })
+      continue
+    }
+    const value = (doc.toJS() ?? {}) as Json
+    if (typeof value !== 'object' || Array.isArray(value) || value === null) {
+      issues.push({ path: file, message: 'the top level must be a map' })
+      continue
+    }
+    merged = deepMerge(merged, expandEnv(value, '', env, issues))
+  }
+  if (issues.length) throw new ConfigError(issues)
+  return merged as Record<string, unknown>
+}
+
+export function deepMerge(a: Json, b: Json): Json {
+  if (isMap(a) && isMap(b)) {
+    const out: { [k: string]: Json } = { ...a }
+    for (const [k, v] of Object.entries(b)) out[k] = k in out ? deepMerge(out[k], v) : v
+    return out
+  }
+  return b
+}
+
+const isMap = (v: Json): v is { [k: string]: Json } => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+const ENV_REF = /\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
+const WHOLE_ENV_REF = /^\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}$/
+
+function expandEnv(value: Json, path: string, env: NodeJS.ProcessEnv, issues: ConfigIssue[]): Json {
+  if (typeof value === 'string') {
+    const resolve = (name: string, def: string | undefined): string => {
+      const v = env[name]
+      if (v !== undefined && v !== '') return v
+      if (def !== undefined) return def
+      issues.push({ path, message: `environment variable ${name} is not set and has no default` })
+      return ''
+    }
+    const whole = WHOLE_ENV_REF.exec(value)
+    if (whole) {
+      // A scalar that is exactly one reference takes the type its value has in YAML
+      // (`port: ${env:PORT:-8080}` is a number), as in the Collector.
+      const text = resolve(whole[1], whole[2])
+      try {
+        const typed = parseYaml(text) as Json
+        return typeof typed === 'object' && typed !== null ? text : typed
+      } catch {
+        return text
+      }
+    }
+    return value.replace(ENV_REF, (_, name: string, def: string | undefined) => resolve(name, def))
+  }
+  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, `${path}[${i}]`, env, issues))
+  if (isMap(value)) {
+    const out: { [k: string]: Json } = {}
+    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, path ? `${path}.${k}` : k, env, issues)
+    return out
+  }
+  return value
+}

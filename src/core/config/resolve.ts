@@ -1,0 +1,25 @@
+import type { Factories, Plan } from '../graph.js'
+import { plan } from '../graph.js'
+import { ConfigError, loadConfigFiles } from './load.js'
+import { ConfigSchema, checkAgainst, type ConfigIssue, type MeterdConfig } from './schema.js'
+
+export interface Resolved {
+  config: MeterdConfig
+  plan: Plan
+  issues: ConfigIssue[]
+}
+
+/** Files → merged, env-expanded, defaulted, schema-checked config and a checked graph plan. */
+export function resolveConfig(files: string[], factories: Factories, env: NodeJS.ProcessEnv = process.env): Resolved {
+  let raw: Record<string, unknown>
+  try {
+    raw = loadConfigFiles(files, env)
+  } catch (err) {
+    if (err instanceof ConfigError) return { config: undefined as never, plan: { components: new Map(), issues: [] }, issues: err.issues }
+    throw err
+  }
+  const { value: config, issues } = checkAgainst(ConfigSchema, raw, '')
+  if (issues.length) return { config, plan: { components: new Map(), issues: [] }, issues }
+  const p = plan(config, factories)
+  return { config, plan: p, issues: p.issues }
+}

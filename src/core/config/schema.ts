@@ -1,0 +1,100 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+
+/** The HTTP listener that serves the base URL (DESIGN §3). */
+export const ServerSchema = Type.Object(
+  {
+    endpoint: Type.String({ default: '127.0.0.1:8080', description: 'host:port of the base URL listener' }),
+    api_prefix: Type.String({
+      default: 'profitstream',
+      pattern: '^[A-Za-z0-9_-]+$',
+      description: 'Path segment of the platform and analytics API: /{api_prefix}/v2/api/...',
+    }),
+    vendor_word: Type.String({
+      default: 'Service',
+      pattern: '^[A-Za-z0-9-]+$',
+      description: 'Word in vendor header names, e.g. X-Service-Signature-256',
+    }),
+    max_body_bytes: Type.Integer({ default: 1048576, minimum: 1024, description: 'Request body limit, after decompression (413 above it)' }),
+    max_json_depth: Type.Integer({ default: 32, minimum: 4, maximum: 256, description: 'Deepest nesting accepted in a JSON body' }),
+    shutdown_timeout_ms: Type.Integer({ default: 10000, minimum: 0, description: 'How long SIGTERM waits for in-flight requests and exporters to drain' }),
+  },
+  { additionalProperties: false, default: {} },
+)
+export type ServerConfig = Static<typeof ServerSchema>
+
+export const StorageSchema = Type.Object(
+  {
+    path: Type.String({ default: './data', description: 'Directory of the LMDB environment' }),
+    max_size_mb: Type.Integer({ default: 16384, minimum: 16, description: 'Upper bound of the memory map (the file grows as needed)' }),
+  },
+  { additionalProperties: false, default: {} },
+)
+export type StorageConfig = Static<typeof StorageSchema>
+
+const PipelineSchema = Type.Object(
+  {
+    receivers: Type.Array(Type.String(), { minItems: 1 }),
+    processors: Type.Array(Type.String(), { default: [] }),
+    exporters: Type.Array(Type.String(), { minItems: 1 }),
+  },
+  { additionalProperties: false },
+)
+
+export const ServiceSchema = Type.Object(
+  {
+    extensions: Type.Array(Type.String(), { default: [] }),
+    pipelines: Type.Record(Type.String(), PipelineSchema, { default: {} }),
+    telemetry: Type.Object(
+      {
+        logs: Type.Object(
+          { level: Type.Union([Type.Literal('trace'), Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error'), Type.Literal('silent')], { default: 'info' }) },
+          { additionalProperties: false, default: {} },
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+  },
+  { additionalProperties: false, default: {} },
+)
+
+const Components = Type.Record(Type.String(), Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()]), { default: {} })
+
+export const ConfigSchema = Type.Object(
+  {
+    server: ServerSchema,
+    storage: StorageSchema,
+    receivers: Components,
+    processors: Components,
+    exporters: Components,
+    connectors: Components,
+    extensions: Components,
+    service: ServiceSchema,
+  },
+  { additionalProperties: false },
+)
+export type MeterdConfig = Static<typeof ConfigSchema>
+
+export interface ConfigIssue {
+  /** Dotted path into the merged config, e.g. `receivers.metering.max_batch`. */
+  path: string
+  message: string
+}
+
+/** Applies the schema's defaults and collects every violation with its full path. */
+export function checkAgainst<S extends TSchema>(schema: S, value: unknown, base: string): { value: Static<S>; issues: ConfigIssue[] } {
+  const v = Value.Default(schema, Value.Clone(value ?? {}))
+  const issues: ConfigIssue[] = []
+  for (const e of Value.Errors(schema, v)) {
+    // Union errors repeat each branch's complaint; keep the first per path.
+    const path = joinPath(base, e.path)
+    if (issues.some((i) => i.path === path)) continue
+    issues.push({ path, message: e.message })
+  }
+  return { value: v as Static<S>, issues }
+}
+
+function joinPath(base: string, pointer: string): string {
+  const parts = pointer.split('/').filter(Boolean).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+  return [base, ...parts].filter(Boolean).join('.')
+}

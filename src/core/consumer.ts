@@ -1,0 +1,38 @@
+import type { Caller, UsageRecord } from '../model/usage-record.js'
+
+export type Signal = 'usage' | 'traces' | 'logs' | 'metrics'
+export const SIGNALS: readonly Signal[] = ['usage', 'traces', 'logs', 'metrics']
+
+/** Facts about the request a batch came in on, travelling with the batch. */
+export interface BatchContext {
+  caller?: Caller
+  /** Idempotency-Key replay data, stored by the durable exporter in the record's transaction. */
+  idempotency?: { key: string; bodyHash: string; response: StoredResponse }
+  receiver?: string
+  /** How long the receiver dedups transactionIds; the store skips a record already stored within it. */
+  dedupWindowMs?: number
+}
+
+export interface StoredResponse {
+  status: number
+  body: string
+}
+
+export interface Batch<T = UsageRecord> {
+  items: T[]
+  ctx: BatchContext
+}
+
+/**
+ * One tiny interface, after the Collector's consumer package: the call resolves when the
+ * batch is handled (for exporters: durably), and rejects with a ConsumerError otherwise.
+ * After the call the batch belongs to the callee.
+ */
+export interface Consumer<T = UsageRecord> {
+  consume(batch: Batch<T>): Promise<void>
+}
+
+export interface ConsumerCapabilities {
+  /** The consumer changes the batch in place; a fan-out must hand it a copy. */
+  mutatesData: boolean
+}

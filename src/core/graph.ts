@@ -1,0 +1,235 @@
+import type { Component, ConsumingComponent, CreateSettings, Factory, Kind, SignalConsumers } from './component.js'
+import { SECTION, componentType, pipelineSignal } from './component.js'
+import type { Batch, Consumer, Signal } from './consumer.js'
+import { SIGNALS } from './consumer.js'
+import { checkAgainst, type ConfigIssue, type MeterdConfig } from './config/schema.js'
+import { fanout, type Branch } from './fanout.js'
+
+export type Factories = ReadonlyMap<string, Factory>
+
+export function factoryMap(list: readonly Factory[]): Map<string, Factory> {
+  const m = new Map<string, Factory>()
+  for (const f of list) m.set(`${f.kind}:${f.type}`, f)
+  return m
+}
+
+interface Planned {
+  id: string
+  kind: Kind
+  factory: Factory
+  config: unknown
+}
+
+export interface Plan {
+  components: Map<string, Planned> // key `${kind}:${id}`
+  issues: ConfigIssue[]
+}
+
+/**
+ * Checks everything that can be checked without starting anything: every component's
+ * config against its factory's schema, every reference in service.pipelines, signal
+ * support, connector use on both sides, and cycles through connectors. Collects all
+ * issues, each with its config path (what `meterd validate` prints).
+ */
+export function plan(config: MeterdConfig, factories: Factories): Plan {
+  const issues: ConfigIssue[] = []
+  const components = new Map<string, Planned>()
+  const kinds: Kind[] = ['receiver', 'processor', 'exporter', 'connector', 'extension']
+
+  for (const kind of kinds) {
+    const section = SECTION[kind]
+    const entries = (config as unknown as Record<string, Record<string, unknown>>)[section] ?? {}
+    for (const [id, raw] of Object.entries(entries)) {
+      const type = componentType(id)
+      if (!/^[a-z][a-z0-9_]*(\/[A-Za-z0-9_.-]+)?$/.test(id)) {
+        issues.push({ path: `${section}.${id}`, message: 'a component id is `type` or `type/name`' })
+        continue
+      }
+      const factory = factories.get(`${kind}:${type}`)
+      if (!factory) {
+        issues.push({ path: `${section}.${id}`, message: `unknown ${kind} type "${type}" (see \`meterd components\`)` })
+        continue
+      }
+      const checked = checkAgainst(factory.schema, raw ?? {}, `${section}.${id}`)
+      issues.push(...checked.issues)
+      components.set(`${kind}:${id}`, { id, kind, factory, config: checked.value })
+    }
+  }
+
+  config.service.extensions.forEach((id, i) => {
+    if (!components.has(`extension:${id}`)) issues.push({ path: `service.extensions[${i}]`, message: `extension "${id}" is not configured under extensions` })
+  })
+
+  const connectorUse = new Map<string, { asExporter: Signal[]; asReceiver: Signal[] }>()
+  for (const [pid, p] of Object.entries(config.service.pipelines)) {
+    const signal = pipelineSignal(pid) as Signal
+    const base = `service.pipelines.${pid}`
+    if (!SIGNALS.includes(signal)) {
+      issues.push({ path: base, message: `pipeline id must be a signal (${SIGNALS.join(', ')}) or signal/name` })
+      continue
+    }
+    const check = (list: string[], field: string, want: Kind[]): void => {
+      const seen = new Set<string>()
+      list.forEach((id, i) => {
+        const path = `${base}.${field}[${i}]`
+        if (seen.has(id)) issues.push({ path, message: `"${id}" is listed twice` })
+        seen.add(id)
+        const kind = want.find((k) => components.has(`${k}:${id}`))
+        if (!kind) {
+          issues.push({ path, message: `${want.join(' or ')} "${id}" is not configured` })
+          return
+        }
+        const f = components.get(`${kind}:${id}`)!.factory
+        if (kind === 'connector') {
+          const use = connectorUse.get(id) ?? { asExporter: [], asReceiver: [] }
+          ;(field === 'exporters' ? use.asExporter : use.asReceiver).push(signal)
+          connectorUse.set(id, use)
+        } else if ('signals' in f && !f.signals.includes(signal)) {
+          issues.push({ path, message: `${kind} "${id}" does not support the ${signal} signal (it supports ${f.signals.join(', ')})` })
+        }
+      })
+    }
+    check(p.receivers, 'receivers', ['receiver', 'connector'])
+    check(p.processors ?? [], 'processors', ['processor'])
+    check(p.exporters, 'exporters', ['exporter', 'connector'])
+  }
+
+  for (const [id, use] of connectorUse) {
+    const f = components.get(`connector:${id}`)!.factory
+    if (f.kind !== 'connector') continue
+    if (!use.asExporter.length || !use.asReceiver.length) {
+      issues.push({ path: `connectors.${id}`, message: 'a connector must be used as an exporter in one pipeline and as a receiver in another' })
+      continue
+    }
+    for (const from of use.asExporter)
+      for (const to of use.asReceiver)
+        if (!f.connects.some(([a, b]) => a === from && b === to))
+          issues.push({ path: `connectors.${id}`, message: `connector "${id}" cannot connect ${from} to ${to}` })
+  }
+
+  const cycle = findCycle(config)
+  if (cycle) issues.push({ path: 'service.pipelines', message: `cycle through connectors: ${cycle.join(' → ')}` })
+
+  return { components, issues }
+}
+
+/** Pipelines are nodes; a connector exporting from A and receiving into B is an edge A → B. */
+function findCycle(config: MeterdConfig): string[] | undefined {
+  const pipelines = Object.entries(config.service.pipelines)
+  const edges = new Map<string, string[]>()
+  for (const [a, pa] of pipelines) {
+    edges.set(
+      a,
+      pipelines.filter(([, pb]) => pa.exporters.some((id) => config.connectors[id] !== undefined && pb.receivers.includes(id))).map(([b]) => b),
+    )
+  }
+  const state = new Map<string, 'visiting' | 'done'>()
+  const stack: string[] = []
+  const visit = (p: string): string[] | undefined => {
+    if (state.get(p) === 'done') return undefined
+    if (state.get(p) === 'visiting') return [...stack.slice(stack.indexOf(p)), p]
+    state.set(p, 'visiting')
+    stack.push(p)
+    for (const q of edges.get(p) ?? []) {
+      const c = visit(q)
+      if (c) return c
+    }
+    stack.pop()
+    state.set(p, 'done')
+    return undefined
+  }
+  for (const [p] of pipelines) {
+    const c = visit(p)
+    if (c) return c
+  }
+  return undefined
+}
+
+/** A pipeline's entry point, wired once everything is created (connectors may point backwards in creation order). */
+class Entry implements Consumer<any> {
+  target?: Consumer<any>
+  consume(batch: Batch<any>): Promise<void> {
+    return this.target!.consume(batch)
+  }
+}
+
+export interface Graph {
+  /** In start order: extensions, exporters, connectors, processors, receivers. */
+  ordered: { key: string; component: Component }[]
+  extensions: Map<string, Component>
+  pipelines: string[]
+}
+
+export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: string) => CreateSettings): Graph {
+  const pipelines = Object.entries(config.service.pipelines)
+  const entries = new Map(pipelines.map(([pid]) => [pid, new Entry()]))
+  const planned = (kind: Kind, id: string): Planned => p.components.get(`${kind}:${id}`)!
+
+  // Consumers feeding the pipelines that list `id` as a receiver, per signal.
+  const feeds = (id: string): SignalConsumers => {
+    const out: SignalConsumers = {}
+    for (const signal of SIGNALS) {
+      const targets = pipelines.filter(([pid, pl]) => pipelineSignal(pid) === signal && pl.receivers.includes(id))
+      if (targets.length) out[signal] = fanout(targets.map(([pid]) => ({ id: pid, consumer: entries.get(pid)!, mutatesData: true })))
+    }
+    return out
+  }
+
+  const extensions = new Map<string, Component>()
+  for (const id of config.service.extensions) {
+    const pl = planned('extension', id)
+    if (pl.factory.kind === 'extension') extensions.set(id, pl.factory.create(settings('extension', id), pl.config))
+  }
+
+  const exporters = new Map<string, ConsumingComponent>()
+  const connectors = new Map<string, ConsumingComponent>()
+  for (const [, pl] of pipelines)
+    for (const id of pl.exporters) {
+      if (p.components.has(`connector:${id}`)) {
+        if (!connectors.has(id)) {
+          const c = planned('connector', id)
+          if (c.factory.kind === 'connector') connectors.set(id, c.factory.create(settings('connector', id), c.config, feeds(id)))
+        }
+      } else if (!exporters.has(id)) {
+        const e = planned('exporter', id)
+        if (e.factory.kind === 'exporter') exporters.set(id, e.factory.create(settings('exporter', id), e.config))
+      }
+    }
+
+  const processors: Component[] = []
+  for (const [pid, pl] of pipelines) {
+    const signal = pipelineSignal(pid) as Signal
+    const branches: Branch[] = pl.exporters.map((id) => {
+      const c = exporters.get(id) ?? connectors.get(id)!
+      const consumer = c.consumers[signal]
+      if (!consumer) throw new Error(`${id} has no ${signal} consumer`)
+      return { id, consumer, mutatesData: false }
+    })
+    let next = fanout(branches)
+    for (const id of [...(pl.processors ?? [])].reverse()) {
+      const pr = planned('processor', id)
+      if (pr.factory.kind !== 'processor') continue
+      const instance = pr.factory.create(settings('processor', `${id}@${pid}`), pr.config, signal, next)
+      processors.push(instance)
+      next = instance
+    }
+    entries.get(pid)!.target = next
+  }
+
+  const receivers = new Map<string, Component>()
+  for (const [, pl] of pipelines)
+    for (const id of pl.receivers) {
+      if (receivers.has(id) || connectors.has(id)) continue
+      const r = planned('receiver', id)
+      if (r.factory.kind === 'receiver') receivers.set(id, r.factory.create(settings('receiver', id), r.config, feeds(id)))
+    }
+
+  const ordered = [
+    ...[...extensions].map(([id, c]) => ({ key: `extension:${id}`, component: c })),
+    ...[...exporters].map(([id, c]) => ({ key: `exporter:${id}`, component: c as Component })),
+    ...[...connectors].map(([id, c]) => ({ key: `connector:${id}`, component: c as Component })),
+    ...processors.map((c, i) => ({ key: `processor:${i}`, component: c })),
+    ...[...receivers].map(([id, c]) => ({ key: `receiver:${id}`, component: c })),
+  ]
+  return { ordered, extensions, pipelines: pipelines.map(([pid]) => pid) }
+}

@@ -1,0 +1,51 @@
+import { randomBytes } from 'node:crypto'
+
+// Crockford base32: ids sort lexicographically in creation order (ULID layout:
+// 48 bits of milliseconds, then 80 bits that are random at each new millisecond
+// and incremented within one, so ids from one process are strictly increasing).
+const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+
+let lastMs = -1
+const tail = new Uint8Array(10)
+
+function incrementTail(): void {
+  for (let i = tail.length - 1; i >= 0; i--) {
+    if (tail[i] !== 0xff) {
+      tail[i]++
+      return
+    }
+    tail[i] = 0
+  }
+}
+
+/** A time-sortable, unique record id (26 characters). */
+export function newId(now = Date.now()): string {
+  if (now > lastMs) {
+    lastMs = now
+    randomBytes(10).copy(tail)
+    tail[0] &= 0x7f // leave headroom so increments within a millisecond never wrap
+  } else {
+    incrementTail()
+  }
+  let out = ''
+  let t = lastMs
+  const time = new Array<string>(10)
+  for (let i = 9; i >= 0; i--) {
+    time[i] = ALPHABET[t % 32]
+    t = Math.floor(t / 32)
+  }
+  out = time.join('')
+  // 80 bits → 16 base32 characters, 5 bits at a time.
+  let acc = 0
+  let bits = 0
+  for (let i = 0; i < tail.length; i++) {
+    acc = (acc << 8) | tail[i]
+    bits += 8
+    while (bits >= 5) {
+      bits -= 5
+      out += ALPHABET[(acc >>> bits) & 31]
+    }
+    acc &= (1 << bits) - 1
+  }
+  return out
+}

@@ -1,0 +1,132 @@
+import type { AddressInfo } from 'node:net'
+import type { Logger } from 'pino'
+import type { Registry } from 'prom-client'
+import { Gauge } from 'prom-client'
+import { HttpServer } from '../http/server.js'
+import { Store } from '../store/store.js'
+import type { Component, Host, Kind } from './component.js'
+import type { MeterdConfig, ServerConfig } from './config/schema.js'
+import { build, type Factories, type Graph, type Plan } from './graph.js'
+import { componentMetrics, createTelemetry, type Telemetry } from './telemetry.js'
+
+export type ServiceState = 'created' | 'starting' | 'ready' | 'draining' | 'stopped'
+
+export interface ServiceOptions {
+  config: MeterdConfig
+  plan: Plan
+  telemetry?: Telemetry
+  /** Injectable clock for tests (ms since epoch). */
+  now?: () => number
+}
+
+/**
+ * The running daemon: opens the store, builds the graph, starts components in
+ * dependency order, serves the base URL, and drains in reverse on shutdown.
+ */
+export class Service implements Host {
+  readonly logger: Logger
+  readonly registry: Registry
+  readonly store: Store
+  readonly http: HttpServer
+  readonly server: ServerConfig
+  state: ServiceState = 'created'
+  private graph?: Graph
+  private started: { key: string; component: Component }[] = []
+  private readonly clock: () => number
+
+  constructor(private readonly opts: ServiceOptions) {
+    const t = opts.telemetry ?? createTelemetry({ level: opts.config.service.telemetry.logs.level })
+    this.logger = t.logger
+    this.registry = t.registry
+    this.server = opts.config.server
+    this.clock = opts.now ?? Date.now
+    this.store = new Store({ path: opts.config.storage.path, maxSizeMb: opts.config.storage.max_size_mb })
+    this.http = new HttpServer({
+      apiPrefix: this.server.api_prefix,
+      maxBodyBytes: this.server.max_body_bytes,
+      maxJsonDepth: this.server.max_json_depth,
+      logger: this.logger.child({ component: 'http' }),
+    })
+  }
+
+  now(): number {
+    return this.clock()
+  }
+
+  getExtension<T = unknown>(id: string): T | undefined {
+    return this.graph?.extensions.get(id) as T | undefined
+  }
+
+  extensions(): ReadonlyMap<string, Component> {
+    return this.graph?.extensions ?? new Map()
+  }
+
+  async start(): Promise<AddressInfo> {
+    this.state = 'starting'
+    const { config, plan } = this.opts
+    this.graph = build(config, plan, (kind: Kind, id: string) => ({
+      id,
+      logger: this.logger.child({ kind, component: id }),
+      metrics: componentMetrics(this.registry, kind, id.replace(/@.*/, '')),
+      registry: this.registry,
+    }))
+    this.mountOperations()
+    for (const entry of this.graph.ordered) {
+      await entry.component.start(this)
+      this.started.push(entry)
+    }
+    const addr = await this.http.listen(this.server.endpoint)
+    this.state = 'ready'
+    this.logger.info({ address: `${addr.address}:${addr.port}`, pipelines: this.graph.pipelines }, 'meterd is ready')
+    return addr
+  }
+
+  /** Receivers stop first (no new data), then the listener drains, then everything downstream flushes. */
+  async shutdown(): Promise<void> {
+    if (this.state === 'stopped' || this.state === 'draining') return
+    this.state = 'draining'
+    const deadline = this.server.shutdown_timeout_ms
+    await this.http.close(deadline)
+    for (const { key, component } of [...this.started].reverse()) {
+      try {
+        await component.shutdown()
+      } catch (err) {
+        this.logger.error({ err, component: key }, 'shutdown failed')
+      }
+    }
+    this.started = []
+    await this.store.close()
+    this.state = 'stopped'
+    this.logger.info('meterd stopped')
+    this.logger.flush?.()
+  }
+
+  private mountOperations(): void {
+    const pipelines = this.graph!.pipelines
+    new Gauge({
+      name: 'meterd_up',
+      help: '1 while the daemon is ready',
+      registers: [this.registry],
+      collect: () => undefined,
+    }).set(1)
+    this.http.route({ method: 'GET', path: '/healthz', scope: null, handler: () => ({ status: 200, body: { status: 'ok' } }) })
+    this.http.route({
+      method: 'GET',
+      path: '/readyz',
+      scope: null,
+      handler: () => {
+        const ready = this.state === 'ready'
+        return {
+          status: ready ? 200 : 503,
+          body: { status: ready ? 'ready' : this.state, pipelines: Object.fromEntries(pipelines.map((p) => [p, ready ? 'running' : this.state])) },
+        }
+      },
+    })
+    this.http.route({
+      method: 'GET',
+      path: '/metrics',
+      scope: null,
+      handler: async () => ({ status: 200, text: await this.registry.metrics(), contentType: this.registry.contentType }),
+    })
+  }
+}

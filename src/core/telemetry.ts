@@ -1,0 +1,54 @@
+import { pino, type Logger } from 'pino'
+import { Counter, Registry, collectDefaultMetrics } from 'prom-client'
+
+/** The daemon's own telemetry: one pino logger and one Prometheus registry. */
+export interface Telemetry {
+  logger: Logger
+  registry: Registry
+}
+
+export function createTelemetry(opts: { level?: string; destination?: NodeJS.WritableStream } = {}): Telemetry {
+  const logger = pino(
+    { level: opts.level ?? process.env.METERD_LOG_LEVEL ?? 'info', base: { service: 'meterd' } },
+    opts.destination ?? pino.destination({ dest: 2, sync: false }),
+  )
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry, prefix: 'meterd_process_' })
+  return { logger, registry }
+}
+
+/** Items a component accepted, refused (bad data) and failed on (its own or a downstream fault). */
+export interface ComponentMetrics {
+  accepted(n: number): void
+  refused(n: number): void
+  failed(n: number): void
+}
+
+const counters = new WeakMap<Registry, { accepted: Counter; refused: Counter; failed: Counter }>()
+
+export function componentMetrics(registry: Registry, kind: string, id: string): ComponentMetrics {
+  let c = counters.get(registry)
+  if (!c) {
+    const labelNames = ['kind', 'component'] as const
+    c = {
+      accepted: new Counter({ name: 'meterd_component_accepted_items_total', help: 'Items a component accepted', labelNames, registers: [registry] }),
+      refused: new Counter({ name: 'meterd_component_refused_items_total', help: 'Items a component refused as invalid', labelNames, registers: [registry] }),
+      failed: new Counter({ name: 'meterd_component_failed_items_total', help: 'Items a component failed to handle', labelNames, registers: [registry] }),
+    }
+    counters.set(registry, c)
+  }
+  const labels = { kind, component: id }
+  const a = c.accepted.labels(labels)
+  const r = c.refused.labels(labels)
+  const f = c.failed.labels(labels)
+  // Pre-create the series so /metrics shows zeros from start-up.
+  a.inc(0), r.inc(0), f.inc(0)
+  return { accepted: (n) => a.inc(n), refused: (n) => r.inc(n), failed: (n) => f.inc(n) }
+}
+
+/** A counter created once per registry (components may be built several times in tests). */
+export function sharedCounter(registry: Registry, name: string, help: string, labelNames: string[] = []): Counter {
+  const existing = registry.getSingleMetric(name)
+  if (existing) return existing as Counter
+  return new Counter({ name, help, labelNames, registers: [registry] })
+}

@@ -1,0 +1,40 @@
+import { Type, type Static } from '@sinclair/typebox'
+import type { ConsumingComponent, CreateSettings, ExporterFactory } from '../../core/component.js'
+import type { Batch } from '../../core/consumer.js'
+
+const schema = Type.Object(
+  {
+    verbosity: Type.Union([Type.Literal('basic'), Type.Literal('detailed')], {
+      default: 'basic',
+      description: 'basic: one line per batch; detailed: every record in full',
+    }),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+/** Logs what it receives through pino; for trying out a pipeline. */
+export class DebugExporter implements ConsumingComponent {
+  readonly consumers
+
+  constructor(private readonly settings: CreateSettings, private readonly config: Config) {
+    const consume = async (batch: Batch<unknown>): Promise<void> => {
+      if (this.config.verbosity === 'detailed') for (const item of batch.items) this.settings.logger.info({ item }, 'debug exporter')
+      else this.settings.logger.info({ items: batch.items.length }, 'debug exporter')
+      this.settings.metrics.accepted(batch.items.length)
+    }
+    this.consumers = { usage: { consume }, traces: { consume }, logs: { consume }, metrics: { consume } }
+  }
+
+  async start(): Promise<void> {}
+  async shutdown(): Promise<void> {}
+}
+
+export const debugFactory: ExporterFactory<typeof schema> = {
+  kind: 'exporter',
+  type: 'debug',
+  description: 'Logs records through pino',
+  signals: ['usage', 'traces', 'logs', 'metrics'],
+  schema,
+  create: (settings, config) => new DebugExporter(settings, config),
+}

@@ -1,0 +1,72 @@
+import { Type, type Static } from '@sinclair/typebox'
+import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
+import type { Batch } from '../../core/consumer.js'
+import { RetryableError } from '../../core/errors.js'
+import type { UsageRecord } from '../../model/usage-record.js'
+import { mountReadRoutes } from './read-api.js'
+
+const schema = Type.Object(
+  {
+    query_api: Type.Boolean({ default: true, description: 'Serve the read-back endpoints under /{api_prefix}/v2/api/sources/metrics/' }),
+    dedup_sweep_minutes: Type.Number({ default: 60, minimum: 1, description: 'How often expired dedup and Idempotency-Key entries are removed' }),
+    retention_hours: Type.Number({ default: 840, minimum: 1, description: 'How long dedup and replay entries are kept at most (the receivers decide their own windows within it)' }),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+/**
+ * The durable store (DESIGN §9): a batch resolves only after its LMDB transaction has
+ * committed and been flushed, so a 201 upstream means the record survives kill -9.
+ */
+export class LmdbExporter implements ConsumingComponent {
+  readonly consumers
+  private host?: Host
+  private sweeper?: NodeJS.Timeout
+
+  constructor(private readonly settings: CreateSettings, private readonly config: Config) {
+    this.consumers = { usage: { consume: (b: Batch<UsageRecord>) => this.consume(b) } }
+  }
+
+  async start(host: Host): Promise<void> {
+    this.host = host
+    if (this.config.query_api) mountReadRoutes(host)
+    const retention = this.config.retention_hours * 3_600_000
+    this.sweeper = setInterval(() => {
+      host.store.usage.sweep(host.now(), retention, retention).catch((err) => this.settings.logger.warn({ err }, 'dedup sweep failed'))
+    }, this.config.dedup_sweep_minutes * 60_000)
+    this.sweeper.unref()
+  }
+
+  async shutdown(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper)
+  }
+
+  private async consume(batch: Batch<UsageRecord>): Promise<void> {
+    const host = this.host!
+    const now = host.now()
+    const idem = batch.ctx.idempotency
+    try {
+      await host.store.usage.write(batch.items, {
+        dedupWindowMs: batch.ctx.dedupWindowMs ?? this.config.retention_hours * 3_600_000,
+        now,
+        idempotency: idem && batch.ctx.caller
+          ? { account: batch.ctx.caller.account, key: idem.key, entry: { bodyHash: idem.bodyHash, response: idem.response, at: now } }
+          : undefined,
+      })
+    } catch (err) {
+      this.settings.metrics.failed(batch.items.length)
+      throw new RetryableError(`lmdb write failed: ${(err as Error).message}`, err)
+    }
+    this.settings.metrics.accepted(batch.items.length)
+  }
+}
+
+export const lmdbFactory: ExporterFactory<typeof schema> = {
+  kind: 'exporter',
+  type: 'lmdb',
+  description: 'Durable usage store in LMDB (under storage.path), with the read-back endpoints',
+  signals: ['usage'],
+  schema,
+  create: (settings, config) => new LmdbExporter(settings, config),
+}

@@ -1,0 +1,74 @@
+import { Type, type Static } from '@sinclair/typebox'
+import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import { ApiError } from '../../core/errors.js'
+import type { Authenticator, Principal, RequestContext } from '../../http/server.js'
+import { KeyStore } from './key-store.js'
+
+const schema = Type.Object(
+  {
+    bootstrap: Type.Boolean({ default: true, description: 'On an empty key store, create a first admin key and print it once' }),
+    bootstrap_key: Type.Optional(Type.String({ minLength: 20, description: 'Use this value as the first admin key instead of a random one' })),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+const missing = (): ApiError =>
+  new ApiError(401, 'authentication_error', 'missing_api_key', 'an API key is required: send it in x-api-key or Authorization: Bearer')
+const unknown = (): ApiError => new ApiError(401, 'authentication_error', 'invalid_api_key', 'the API key is not valid')
+
+/** Reads `x-api-key`, else `Authorization: Bearer <key>`. */
+export function presentedKey(ctx: RequestContext): string | undefined {
+  const h = ctx.req.headers
+  const x = h['x-api-key']
+  if (typeof x === 'string' && x.trim()) return x.trim()
+  const auth = h.authorization
+  if (typeof auth === 'string') {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth)
+    if (m) return m[1]
+  }
+  return undefined
+}
+
+export class ApiKeys implements Component, Authenticator {
+  keys?: KeyStore
+
+  constructor(private readonly settings: CreateSettings, private readonly config: Config) {}
+
+  async start(host: Host): Promise<void> {
+    this.keys = new KeyStore(host.store)
+    host.http.setAuthenticator(this)
+    if (this.config.bootstrap && this.keys.isEmpty()) {
+      const { key, record } = await this.keys.create({
+        team: 'default',
+        scopes: ['admin'],
+        name: 'first admin key',
+        key: this.config.bootstrap_key ?? (process.env.METERD_BOOTSTRAP_API_KEY || undefined),
+      })
+      // Printed once, to stdout, not through the logger: logs are shipped and kept.
+      process.stdout.write(
+        `\nmeterd: created the first admin key (id ${record.id}, team ${record.team}). It is shown only this once:\n\n    ${key}\n\n` +
+          `Use it as:  curl -H 'x-api-key: ${key}' ...   Create narrower keys with \`meterd keys create\`.\n\n`,
+      )
+      this.settings.logger.info({ keyId: record.id }, 'created the first admin key (printed on stdout)')
+    }
+  }
+
+  authenticate(ctx: RequestContext): Principal | ApiError {
+    const key = presentedKey(ctx)
+    if (!key) return missing()
+    const r = this.keys?.lookup(key)
+    if (!r) return unknown()
+    return { account: r.account, tenant: r.tenant, team: r.team, environment: r.environment, keyId: r.id, scopes: r.scopes }
+  }
+
+  async shutdown(): Promise<void> {}
+}
+
+export const apikeysFactory: ExtensionFactory<typeof schema> = {
+  kind: 'extension',
+  type: 'apikeys',
+  description: 'API keys stored hashed in LMDB; authenticates x-api-key and Authorization: Bearer',
+  schema,
+  create: (settings, config) => new ApiKeys(settings, config),
+}

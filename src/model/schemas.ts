@@ -1,0 +1,162 @@
+import { FormatRegistry, Type, type TSchema } from '@sinclair/typebox'
+import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
+import type { UsageKind } from './usage-record.js'
+
+// RFC 3339 / ISO-8601 date-time: with or without fractions, `Z` or an offset (wire-contract §1.2).
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)$/
+export function isDateTime(v: string): boolean {
+  if (!DATE_TIME.test(v)) return false
+  const month = Number(v.slice(5, 7))
+  const day = Number(v.slice(8, 10))
+  const hour = Number(v.slice(11, 13))
+  const minute = Number(v.slice(14, 16))
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59) return false
+  return !Number.isNaN(Date.parse(v))
+}
+FormatRegistry.Set('date-time', isDateTime)
+
+/** Every field schema says, in words, what it expects: that sentence is the 400's message. */
+const str = (max = 1024) => Type.String({ maxLength: max, expected: `a string of at most ${max} characters` })
+const opt = <T extends TSchema>(s: T) => Type.Optional(Type.Union([s, Type.Null()], { expected: `${(s as any).expected} or null` }))
+const count = () => Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, expected: 'a non-negative integer' })
+const amount = () => Type.Number({ minimum: 0, expected: 'a non-negative number' })
+const bool = () => Type.Boolean({ expected: 'a boolean' })
+const time = () => Type.String({ format: 'date-time', expected: 'an ISO-8601 date-time such as 2026-11-21T23:55:47.661Z' })
+const oneOf = (values: readonly string[]) =>
+  Type.Union(values.map((v) => Type.Literal(v)), { expected: `one of ${values.join(', ')}` })
+const object = () => Type.Object({}, { additionalProperties: true, expected: 'an object' })
+
+export const STOP_REASONS = ['END', 'END_SEQUENCE', 'TIMEOUT', 'TOKEN_LIMIT', 'COST_LIMIT', 'COMPLETION_LIMIT', 'ERROR', 'CANCELLED'] as const
+export const OPERATION_TYPES = ['CHAT', 'GENERATE', 'EMBED', 'CLASSIFY', 'SUMMARIZE', 'TRANSLATE', 'TOOL_CALL', 'RERANK', 'SEARCH', 'MODERATION', 'VISION', 'TRANSFORM', 'GUARDRAIL', 'AUDIO', 'VIDEO', 'IMAGE', 'OTHER'] as const
+export const SKIP_REASONS = ['FREE_TIER', 'RATE_LIMITED', 'QUOTA_EXCEEDED', 'CONTENT_POLICY_VIOLATION', 'CAPACITY_UNAVAILABLE', 'SERVICE_UNAVAILABLE'] as const
+
+const subscriber = Type.Object(
+  {
+    id: opt(str(255)),
+    email: opt(str(255)),
+    credential: opt(Type.Object({ name: opt(str(255)), value: opt(str(1024)) }, { additionalProperties: true, expected: 'an object with name and value' })),
+  },
+  { additionalProperties: true, expected: 'an object with id, email and credential' },
+)
+
+/** `POST /meter/v2/ai/completions` (wire-contract §1.2, §1.3). Unknown keys are kept. */
+export const CompletionSchema = Type.Object(
+  {
+    model: Type.String({ minLength: 1, maxLength: 255, expected: 'a non-empty string' }),
+    provider: Type.String({ minLength: 1, maxLength: 255, expected: 'a non-empty string' }),
+    inputTokenCount: Type.Union([count(), Type.Null()], { expected: 'a non-negative integer or null' }),
+    outputTokenCount: Type.Union([count(), Type.Null()], { expected: 'a non-negative integer or null' }),
+    totalTokenCount: Type.Union([count(), Type.Null()], { expected: 'a non-negative integer or null' }),
+    stopReason: oneOf(STOP_REASONS),
+    requestTime: time(),
+    completionStartTime: time(),
+    responseTime: time(),
+    requestDuration: amount(),
+    isStreamed: opt(bool()),
+    costType: opt(str(32)),
+    transactionId: opt(Type.String({ minLength: 1, maxLength: 255, expected: 'a string of 1 to 255 characters' })),
+    operationType: opt(oneOf(OPERATION_TYPES)),
+    organizationName: opt(str(255)),
+    productName: opt(str(255)),
+    subscriptionId: opt(str(255)),
+    subscriber: opt(subscriber),
+    agent: opt(str(255)),
+    agentVersion: opt(str(255)),
+    taskType: opt(str(255)),
+    traceId: opt(str(255)),
+    traceType: opt(Type.String({ maxLength: 128, pattern: '^[A-Za-z0-9_-]+$', expected: 'letters, digits, _ or -, at most 128' })),
+    traceName: opt(str(256)),
+    transactionName: opt(str(255)),
+    parentTransactionId: opt(str(255)),
+    retryNumber: opt(count()),
+    environment: opt(str(255)),
+    region: opt(str(255)),
+    credentialAlias: opt(str(255)),
+    ticketId: opt(str(255)),
+    taskId: opt(str(255)),
+    middlewareSource: opt(str(255)),
+    modelSource: opt(str(255)),
+    operationSubtype: opt(str(255)),
+    responseQualityScore: opt(Type.Number({ minimum: 0, maximum: 1, expected: 'a number from 0.0 to 1.0' })),
+    reasoningTokenCount: opt(count()),
+    cacheCreationTokenCount: opt(count()),
+    cacheReadTokenCount: opt(count()),
+    cacheCreation5mTokenCount: opt(count()),
+    cacheCreation1hTokenCount: opt(count()),
+    inputTokenCost: opt(amount()),
+    outputTokenCost: opt(amount()),
+    cacheCreationTokenCost: opt(amount()),
+    cacheReadTokenCost: opt(amount()),
+    totalCost: opt(amount()),
+    costMultiplier: opt(amount()),
+    billingSkipped: opt(bool()),
+    skipReason: opt(oneOf(SKIP_REASONS)),
+    pricingTier: opt(oneOf(['STANDARD', 'BATCH'])),
+    timeToFirstToken: opt(amount()),
+    mediationLatency: opt(amount()),
+    temperature: opt(Type.Number({ expected: 'a number' })),
+    errorReason: opt(str(4096)),
+    errorCode: opt(Type.Integer({ expected: 'an integer' })),
+    attributes: opt(object()),
+    systemPrompt: opt(str(200_000)),
+    inputMessages: opt(str(200_000)),
+    outputResponse: opt(str(200_000)),
+    promptsTruncated: opt(bool()),
+  },
+  { additionalProperties: true },
+)
+
+/** `POST /meter/v2/tool/events` (SPEC Tool event, wire-contract §3.1). */
+export const ToolEventSchema = Type.Object(
+  {
+    toolId: Type.String({ minLength: 1, maxLength: 255, expected: 'a non-empty string' }),
+    timestamp: time(),
+    transactionId: opt(Type.String({ minLength: 1, maxLength: 255, expected: 'a string of 1 to 255 characters' })),
+    operation: opt(str(255)),
+    durationMs: opt(amount()),
+    success: opt(bool()),
+    errorMessage: opt(str(4096)),
+    costUsd: opt(amount()),
+    agent: opt(str(255)),
+    organizationId: opt(str(255)),
+    organizationName: opt(str(255)),
+    subscriberCredential: opt(str(1024)),
+    product: opt(str(255)),
+    productName: opt(str(255)),
+    workflowId: opt(str(255)),
+    traceId: opt(str(255)),
+    usageMetadata: opt(object()),
+    agenticJobId: opt(Type.String({ pattern: '^(?!types$|conversion-funnel$)[a-zA-Z0-9][a-zA-Z0-9._-]{0,254}$', expected: 'letters, digits, ., _ or -, starting with a letter or digit' })),
+  },
+  { additionalProperties: true },
+)
+
+export interface FieldProblem {
+  /** Dotted path of the field in the client's object. */
+  param: string
+  code: 'missing_field' | 'invalid_field'
+  message: string
+}
+
+const checks: Record<UsageKind, { check: TypeCheck<TSchema>; schema: TSchema }> = {
+  completion: { check: TypeCompiler.Compile(CompletionSchema), schema: CompletionSchema },
+  tool: { check: TypeCompiler.Compile(ToolEventSchema), schema: ToolEventSchema },
+}
+
+/** The first problem of a body, naming the field; undefined when the body is valid. */
+export function checkBody(kind: UsageKind, body: unknown): FieldProblem | undefined {
+  const { check, schema } = checks[kind]
+  if (check.Check(body)) return undefined
+  const first = check.Errors(body).First()
+  if (!first) return { param: '', code: 'invalid_field', message: 'invalid record' }
+  const segments = first.path.split('/').filter(Boolean)
+  const param = segments.join('.')
+  if (first.value === undefined) return { param, code: 'missing_field', message: `${param} is required` }
+  // Walk to the field's own schema for its sentence; fall back to TypeBox's message.
+  let s: any = schema
+  for (const seg of segments) {
+    s = s?.properties?.[seg] ?? s?.anyOf?.find((x: any) => x.properties)?.properties?.[seg]
+  }
+  const expected = s?.expected
+  return { param, code: 'invalid_field', message: expected ? `${param} must be ${expected}` : `${param}: ${first.message}` }
+}

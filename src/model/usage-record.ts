@@ -1,0 +1,114 @@
+/**
+ * The `usage` signal's item (DESIGN §2): one UsageRecord per AI completion or tool event.
+ * `body` is the client's JSON object as sent (unknown keys kept verbatim, legacy aliases
+ * dropped), so a record reads back field for field; everything meterd derives lives beside it.
+ */
+
+export type UsageKind = 'completion' | 'tool'
+
+/** Who sent the record: stamped from the API key, never from the body. */
+export interface Caller {
+  account: string
+  tenant: string
+  team: string
+  environment: string
+  keyId: string
+}
+
+/** The attribution dimensions of DESIGN §2, normalised. Empty string = not given. */
+export interface Attribution {
+  organizationName: string
+  productName: string
+  subscriberId: string
+  subscriberEmail: string
+  subscriberCredentialName: string
+  agent: string
+  traceId: string
+  workflowId: string
+  taskType: string
+  subscriptionId: string
+  ticketId: string
+  environment: string
+  region: string
+}
+
+export type CostSource = 'client' | 'pricebook' | 'registry' | 'unpriced' | 'skipped'
+
+/** Money as decimal strings (exact; see docs/pricing.md). */
+export interface Cost {
+  currency: 'USD'
+  total: string
+  parts: Record<string, string>
+  source: CostSource
+  /** The price-book or registry version used; a later price change never rewrites history. */
+  priceVersion?: string
+}
+
+export interface RecordMeta {
+  /** Time-sortable id, answered to the client at 201. */
+  id: string
+  kind: UsageKind
+  /** Event time (ISO, ms precision, UTC): requestTime for completions, timestamp for tools. */
+  eventTime: string
+  /** When meterd received the record. */
+  receivedAt: string
+  caller: Caller
+  attribution: Attribution
+  /** False when SPEC's required attribution (organizationName/productName) is missing. */
+  attributed: boolean
+  cost?: Cost
+}
+
+export interface CompletionBody {
+  model: string
+  provider: string
+  inputTokenCount: number | null
+  outputTokenCount: number | null
+  totalTokenCount: number | null
+  stopReason: string
+  requestTime: string
+  completionStartTime: string
+  responseTime: string
+  requestDuration: number
+  transactionId?: string
+  [field: string]: unknown
+}
+
+export interface ToolEventBody {
+  toolId: string
+  timestamp: string
+  transactionId?: string
+  usageMetadata?: Record<string, unknown>
+  [field: string]: unknown
+}
+
+export interface CompletionRecord extends RecordMeta {
+  kind: 'completion'
+  body: CompletionBody
+}
+
+export interface ToolRecord extends RecordMeta {
+  kind: 'tool'
+  body: ToolEventBody
+}
+
+export type UsageRecord = CompletionRecord | ToolRecord
+
+export const EMPTY_ATTRIBUTION: Readonly<Attribution> = Object.freeze({
+  organizationName: '',
+  productName: '',
+  subscriberId: '',
+  subscriberEmail: '',
+  subscriberCredentialName: '',
+  agent: '',
+  traceId: '',
+  workflowId: '',
+  taskType: '',
+  subscriptionId: '',
+  ticketId: '',
+  environment: '',
+  region: '',
+})
+
+/** The `label` and `resourceType` a metering POST answers with (wire-contract §2.5). */
+export const LABELS: Record<UsageKind, string> = { completion: 'ai.completion', tool: 'tool.event' }

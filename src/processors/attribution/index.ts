@@ -1,0 +1,81 @@
+import { Type, type Static } from '@sinclair/typebox'
+import type { CreateSettings, ProcessorFactory } from '../../core/component.js'
+import type { Batch, Consumer } from '../../core/consumer.js'
+import { sharedCounter } from '../../core/telemetry.js'
+import type { Attribution, UsageRecord } from '../../model/usage-record.js'
+
+const schema = Type.Object(
+  {
+    default_environment_from_key: Type.Boolean({
+      default: true,
+      description: "A record without an environment dimension takes its API key's environment",
+    }),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+const text = (v: unknown): string => (typeof v === 'string' ? v.trim() : '')
+
+/** The attribution dimensions of DESIGN §2, normalised from a record's body. */
+export function attributionOf(r: UsageRecord): Attribution {
+  const b = r.body as Record<string, any>
+  const sub = b.subscriber && typeof b.subscriber === 'object' ? b.subscriber : {}
+  const cred = sub.credential && typeof sub.credential === 'object' ? sub.credential : {}
+  return {
+    // Tool events carry SPEC's organizationId / product; completions drop the legacy aliases earlier.
+    organizationName: text(b.organizationName) || (r.kind === 'tool' ? text(b.organizationId) : ''),
+    productName: text(b.productName) || (r.kind === 'tool' ? text(b.product) : ''),
+    subscriberId: text(sub.id),
+    subscriberEmail: text(sub.email).toLowerCase(),
+    subscriberCredentialName: text(cred.name) || (r.kind === 'tool' ? text(b.subscriberCredential) : ''),
+    agent: text(b.agent),
+    traceId: text(b.traceId),
+    workflowId: text(b.workflowId),
+    taskType: text(b.taskType),
+    subscriptionId: text(b.subscriptionId),
+    ticketId: text(b.ticketId),
+    environment: text(b.environment),
+    region: text(b.region),
+  }
+}
+
+/**
+ * Normalises the attribution dimensions and stamps the caller's identity (account,
+ * tenant, team, environment) from the API key, never from the body. Records missing
+ * SPEC's required organization/product are kept, marked unattributed and counted.
+ */
+export class AttributionProcessor implements Consumer {
+  private readonly unattributed
+
+  constructor(private readonly settings: CreateSettings, private readonly config: Config, private readonly next: Consumer) {
+    this.unattributed = sharedCounter(settings.registry, 'meterd_unattributed_records_total', 'Records stored without organizationName or productName', ['kind'])
+  }
+
+  async start(): Promise<void> {}
+  async shutdown(): Promise<void> {}
+
+  async consume(batch: Batch<UsageRecord>): Promise<void> {
+    const caller = batch.ctx.caller
+    for (const r of batch.items) {
+      if (caller) r.caller = { account: caller.account, tenant: caller.tenant, team: caller.team, environment: caller.environment, keyId: caller.keyId }
+      const a = attributionOf(r)
+      if (!a.environment && this.config.default_environment_from_key) a.environment = r.caller.environment
+      r.attribution = a
+      r.attributed = a.organizationName !== '' && a.productName !== ''
+      if (!r.attributed) this.unattributed.inc({ kind: r.kind })
+    }
+    this.settings.metrics.accepted(batch.items.length)
+    return this.next.consume(batch)
+  }
+}
+
+export const attributionFactory: ProcessorFactory<typeof schema> = {
+  kind: 'processor',
+  type: 'attribution',
+  description: 'Normalises attribution dimensions and stamps account/tenant/team/environment from the API key',
+  signals: ['usage'],
+  mutatesData: true,
+  schema,
+  create: (settings, config, _signal, next) => new AttributionProcessor(settings, config, next),
+}

@@ -1,0 +1,63 @@
+import { Type, type Static } from '@sinclair/typebox'
+import type { CreateSettings, ProcessorFactory } from '../../core/component.js'
+import type { Batch, Consumer } from '../../core/consumer.js'
+import { PermanentError } from '../../core/errors.js'
+import { checkBody } from '../../model/schemas.js'
+import type { UsageRecord } from '../../model/usage-record.js'
+
+const schema = Type.Object(
+  {
+    strict_attribution: Type.Boolean({
+      default: false,
+      description: 'Refuse (400) records without organizationName/productName, as SPEC marks them required; by default they are stored unattributed',
+    }),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+/**
+ * Checks every record against its kind's schema (required fields, types, ranges, enums,
+ * timestamps) and sets its event time. A batch is all-or-nothing: the first bad record
+ * fails it with a PermanentError naming the field and, in a batch, its index.
+ */
+export class ValidateProcessor implements Consumer {
+  constructor(private readonly settings: CreateSettings, private readonly config: Config, private readonly next: Consumer) {}
+
+  async start(): Promise<void> {}
+  async shutdown(): Promise<void> {}
+
+  async consume(batch: Batch<UsageRecord>): Promise<void> {
+    const many = batch.items.length > 1
+    for (let i = 0; i < batch.items.length; i++) {
+      const r = batch.items[i]
+      const problem = checkBody(r.kind, r.body)
+      if (problem) {
+        this.settings.metrics.refused(batch.items.length)
+        throw new PermanentError(problem.message, problem.code, problem.param, many ? i : undefined)
+      }
+      if (this.config.strict_attribution) {
+        const org = r.body.organizationName ?? (r.kind === 'tool' ? r.body.organizationId : undefined)
+        const product = r.body.productName ?? (r.kind === 'tool' ? r.body.product : undefined)
+        const missing = !org ? 'organizationName' : !product ? 'productName' : undefined
+        if (missing) {
+          this.settings.metrics.refused(batch.items.length)
+          throw new PermanentError(`${missing} is required`, 'missing_field', missing, many ? i : undefined)
+        }
+      }
+      r.eventTime = new Date(r.kind === 'completion' ? r.body.requestTime : r.body.timestamp).toISOString()
+    }
+    this.settings.metrics.accepted(batch.items.length)
+    return this.next.consume(batch)
+  }
+}
+
+export const validateFactory: ProcessorFactory<typeof schema> = {
+  kind: 'processor',
+  type: 'validate',
+  description: 'Validates usage records against the published schemas; 400 naming the field on failure',
+  signals: ['usage'],
+  mutatesData: true,
+  schema,
+  create: (settings, config, _signal, next) => new ValidateProcessor(settings, config, next),
+}

@@ -1,0 +1,58 @@
+import { mkdirSync } from 'node:fs'
+import { open, type Database, type RootDatabase } from 'lmdb'
+import { UsageStore } from './usage-store.js'
+
+export interface StoreOptions {
+  path: string
+  maxSizeMb?: number
+}
+
+/**
+ * One LMDB environment per data directory, shared by every component and by the CLI
+ * (LMDB is safe across processes, so `meterd keys create` works beside a running daemon).
+ * Named databases keep each concern apart; `durable()` is the only way a write is
+ * acknowledged: committed, then flushed to disk.
+ */
+export class Store {
+  readonly root: RootDatabase
+  readonly usage: UsageStore
+  private readonly dbs = new Map<string, Database<any, any>>()
+  private closed = false
+
+  constructor(readonly opts: StoreOptions) {
+    mkdirSync(opts.path, { recursive: true })
+    this.root = open({
+      path: opts.path,
+      maxDbs: 64,
+      mapSize: (opts.maxSizeMb ?? 16384) * 1024 * 1024,
+      // Commits are flushed after they are visible (overlappingSync, lmdb-js's default on
+      // Linux); durable() waits for the flush, so nothing is acknowledged before fsync.
+      overlappingSync: true,
+    })
+    this.usage = new UsageStore(this)
+  }
+
+  /** A named database; keys and values use lmdb-js's ordered-binary and msgpack encodings. */
+  db<K extends import('lmdb').Key = import('lmdb').Key, V = any>(name: string, opts: { dupSort?: boolean } = {}): Database<V, K> {
+    let db = this.dbs.get(name)
+    if (!db) {
+      db = this.root.openDB({ name, ...opts })
+      this.dbs.set(name, db)
+    }
+    return db as Database<V, K>
+  }
+
+  /** Resolves once `write` has committed and the commit is on disk. */
+  async durable<T>(write: Promise<T>): Promise<T> {
+    const result = await write
+    await this.root.flushed
+    return result
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    await this.root.flushed
+    await this.root.close()
+  }
+}

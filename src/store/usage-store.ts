@@ -1,0 +1,178 @@
+import type { Database } from 'lmdb'
+import type { StoredResponse } from '../core/consumer.js'
+import type { UsageKind, UsageRecord } from '../model/usage-record.js'
+import type { Store } from './store.js'
+
+export interface DedupEntry {
+  id: string
+  at: number
+}
+
+export interface IdempotencyEntry {
+  bodyHash: string
+  response: StoredResponse
+  at: number
+}
+
+export interface ListQuery {
+  team: string
+  kind: UsageKind
+  transactionId?: string
+  traceId?: string
+  toolId?: string
+  /** Inclusive ISO lower bound on event time. */
+  from?: string
+  /** Exclusive ISO upper bound on event time. */
+  to?: string
+  page: number
+  size: number
+}
+
+export interface ListResult {
+  records: UsageRecord[]
+  total: number
+}
+
+// Index keys are arrays, which lmdb-js orders element by element:
+//   ['t', team, kind, eventTime, id]        a team's records by time
+//   ['x', team, kind, transactionId, id]    by transactionId
+//   ['r', team, kind, traceId, id]          by traceId
+//   ['o', team, toolId, eventTime, id]      a team's tool events per tool, by time
+type IndexKey = (string | number)[]
+
+const LOW = '' // sorts before every string
+const HIGH = '\uffff'
+
+/**
+ * Records, their indexes, the transactionId dedup table and the Idempotency-Key
+ * replay table. A record, its index entries and its dedup/replay entries are written
+ * in one transaction, so after a crash either all of them exist or none does.
+ */
+export class UsageStore {
+  readonly records: Database<UsageRecord, string>
+  readonly index: Database<null, IndexKey>
+  readonly dedup: Database<DedupEntry, IndexKey>
+  readonly replay: Database<IdempotencyEntry, IndexKey>
+
+  constructor(private readonly store: Store) {
+    this.records = store.db<string, UsageRecord>('usage-records')
+    this.index = store.db<IndexKey, null>('usage-index')
+    this.dedup = store.db<IndexKey, DedupEntry>('usage-dedup')
+    this.replay = store.db<IndexKey, IdempotencyEntry>('usage-idempotency')
+  }
+
+  dedupKey(account: string, kind: UsageKind, transactionId: string): IndexKey {
+    return [account, kind, transactionId]
+  }
+
+  /** The id of a record already stored under this transactionId within the window, if any. */
+  findDuplicate(account: string, kind: UsageKind, transactionId: string, windowMs: number, now: number): string | undefined {
+    const e = this.dedup.get(this.dedupKey(account, kind, transactionId))
+    return e && now - e.at < windowMs ? e.id : undefined
+  }
+
+  findReplay(account: string, key: string, ttlMs: number, now: number): IdempotencyEntry | undefined {
+    const e = this.replay.get([account, key])
+    return e && now - e.at < ttlMs ? e : undefined
+  }
+
+  /**
+   * Writes a batch durably. Each record whose transactionId is already stored (by a
+   * concurrent request of another process, say) is skipped; the returned map gives, for
+   * such records, the id that was kept.
+   */
+  async write(
+    records: UsageRecord[],
+    opts: { dedupWindowMs: number; now: number; idempotency?: { account: string; key: string; entry: IdempotencyEntry } },
+  ): Promise<Map<string, string>> {
+    const kept = new Map<string, string>()
+    await this.store.durable(
+      this.records.transaction(() => {
+        for (const r of records) {
+          const tx = r.body.transactionId
+          if (typeof tx === 'string' && tx !== '') {
+            const dk = this.dedupKey(r.caller.account, r.kind, tx)
+            const prior = this.dedup.get(dk)
+            if (prior && opts.now - prior.at < opts.dedupWindowMs && prior.id !== r.id) {
+              kept.set(r.id, prior.id)
+              continue
+            }
+            this.dedup.put(dk, { id: r.id, at: opts.now })
+          }
+          this.records.put(r.id, r)
+          for (const k of indexKeys(r)) this.index.put(k, null)
+        }
+        if (opts.idempotency) {
+          const { account, key, entry } = opts.idempotency
+          this.replay.put([account, key], entry)
+        }
+      }),
+    )
+    return kept
+  }
+
+  get(id: string): UsageRecord | undefined {
+    return this.records.get(id)
+  }
+
+  /** A team's records, newest first, one page at a time. */
+  list(q: ListQuery): ListResult {
+    let prefix: IndexKey
+    let timeFiltered = false
+    if (q.transactionId !== undefined) prefix = ['x', q.team, q.kind, q.transactionId]
+    else if (q.traceId !== undefined) prefix = ['r', q.team, q.kind, q.traceId]
+    else if (q.toolId !== undefined && q.kind === 'tool') {
+      prefix = ['o', q.team, q.toolId]
+      timeFiltered = true
+    } else {
+      prefix = ['t', q.team, q.kind]
+      timeFiltered = true
+    }
+    const range = timeFiltered
+      ? { start: [...prefix, q.to ?? HIGH], end: [...prefix, q.from ?? LOW], reverse: true }
+      : { start: [...prefix, HIGH], end: [...prefix, LOW], reverse: true }
+    const skip = q.page * q.size
+    const out: UsageRecord[] = []
+    let total = 0
+    for (const key of this.index.getKeys(range)) {
+      const id = key[key.length - 1] as string
+      // A time range on a transactionId/traceId lookup is applied to the record itself.
+      if (!timeFiltered && (q.from !== undefined || q.to !== undefined)) {
+        const r = this.records.get(id)
+        if (!r || (q.from !== undefined && r.eventTime < q.from) || (q.to !== undefined && r.eventTime >= q.to)) continue
+      }
+      // `to` is exclusive: the range start is inclusive of the key [.., to], so drop it.
+      if (timeFiltered && q.to !== undefined && key[key.length - 2] === q.to) continue
+      if (total >= skip && out.length < q.size) {
+        const r = this.records.get(id)
+        if (r) out.push(r)
+      }
+      total++
+    }
+    return { records: out, total }
+  }
+
+  /** Drops dedup and replay entries older than their windows; returns how many went. */
+  async sweep(now: number, dedupWindowMs: number, replayTtlMs: number): Promise<number> {
+    let n = 0
+    await this.records.transaction(() => {
+      for (const { key, value } of this.dedup.getRange({})) {
+        if (now - value.at >= dedupWindowMs) this.dedup.remove(key), n++
+      }
+      for (const { key, value } of this.replay.getRange({})) {
+        if (now - value.at >= replayTtlMs) this.replay.remove(key), n++
+      }
+    })
+    return n
+  }
+}
+
+function indexKeys(r: UsageRecord): IndexKey[] {
+  const team = r.caller.team
+  const keys: IndexKey[] = [['t', team, r.kind, r.eventTime, r.id]]
+  const tx = r.body.transactionId
+  if (typeof tx === 'string' && tx !== '') keys.push(['x', team, r.kind, tx, r.id])
+  if (r.attribution.traceId) keys.push(['r', team, r.kind, r.attribution.traceId, r.id])
+  if (r.kind === 'tool') keys.push(['o', team, r.body.toolId, r.eventTime, r.id])
+  return keys
+}

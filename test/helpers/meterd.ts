@@ -1,0 +1,219 @@
+/**
+ * Test harness: a real meterd (in-process Service or child process) on 127.0.0.1 with
+ * a fresh LMDB directory, plus key creation and small HTTP helpers.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import { stringify } from 'yaml'
+import { FACTORIES } from '../../src/components.js'
+import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
+import { resolveConfig } from '../../src/core/config/resolve.js'
+import { factoryMap } from '../../src/core/graph.js'
+import { PACKAGE_ROOT } from '../../src/core/paths.js'
+import { Service } from '../../src/core/service.js'
+import { createTelemetry } from '../../src/core/telemetry.js'
+import { KeyStore } from '../../src/extensions/apikeys/key-store.js'
+import type { Scope } from '../../src/http/server.js'
+
+export interface Teardown {
+  teardown(fn: () => unknown): void
+}
+
+export const ADMIN_KEY = 'hak_default_adminadminadminadminadmin01'
+
+export function tempDir(prefix = 'meterd-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix))
+}
+
+/** Writes a YAML config file (merged over the embedded default) and returns its path. */
+export function writeConfig(dir: string, overrides: Record<string, unknown>, name = 'test.yaml'): string {
+  const path = join(dir, name)
+  writeFileSync(path, stringify(overrides))
+  return path
+}
+
+export interface Meterd {
+  url: string
+  service: Service
+  dataDir: string
+  /** Captured pino output (one JSON object per line). */
+  logs: string[]
+  /** A new key with the given scopes (default: metering + analytics + platform). */
+  key(opts?: { team?: string; account?: string; scopes?: Scope[]; tenant?: string; environment?: string }): Promise<string>
+  /** The clock the service sees; tests move it with `advance`. */
+  clock: { now: number; advance(ms: number): void }
+  close(): Promise<void>
+}
+
+export interface StartOptions {
+  /** Config merged over the embedded default (deep merge; lists replaced). */
+  config?: Record<string, unknown>
+  /** Start the clock at this time and freeze it (tests advance it explicitly). */
+  frozenNow?: number
+  dataDir?: string
+}
+
+/** Starts a Service in this process on a free port with a fresh data directory. */
+export async function startMeterd(t: Teardown, opts: StartOptions = {}): Promise<Meterd> {
+  const dir = tempDir()
+  const dataDir = opts.dataDir ?? join(dir, 'data')
+  const override = writeConfig(dir, {
+    server: { endpoint: '127.0.0.1:0', shutdown_timeout_ms: 2000 },
+    storage: { path: dataDir },
+    extensions: { apikeys: { bootstrap_key: ADMIN_KEY } },
+    ...(opts.config ?? {}),
+  })
+  const resolved = resolveConfig([DEFAULT_CONFIG_PATH, override], factoryMap(FACTORIES), {})
+  if (resolved.issues.length) throw new Error('test config invalid: ' + JSON.stringify(resolved.issues))
+  const logs: string[] = []
+  const destination = new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(...String(chunk).split('\n').filter(Boolean))
+      cb()
+    },
+  })
+  const telemetry = createTelemetry({ level: 'info', destination })
+  const clock = {
+    now: opts.frozenNow ?? 0,
+    advance(ms: number) {
+      this.now += ms
+    },
+  }
+  const service = new Service({
+    config: resolved.config,
+    plan: resolved.plan,
+    telemetry,
+    now: opts.frozenNow === undefined ? Date.now : () => clock.now,
+  })
+  const origWrite = process.stdout.write
+  // The bootstrap banner goes to stdout; keep test output clean.
+  process.stdout.write = (() => true) as never
+  let addr
+  try {
+    addr = await service.start()
+  } finally {
+    process.stdout.write = origWrite
+  }
+  const url = `http://127.0.0.1:${addr.port}`
+  let closed = false
+  const m: Meterd = {
+    url,
+    service,
+    dataDir,
+    logs,
+    clock,
+    async key({ team = 'team-a', account = 'acct-1', scopes = ['metering:write', 'analytics:read', 'platform:read', 'platform:write'], tenant, environment } = {}) {
+      const ks = new KeyStore(service.store)
+      const { key } = await ks.create({ team, account, scopes, tenant, environment })
+      return key
+    },
+    async close() {
+      if (closed) return
+      closed = true
+      await service.shutdown()
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+  t.teardown(() => m.close())
+  return m
+}
+
+export interface Res {
+  status: number
+  headers: Headers
+  body: any
+  text: string
+}
+
+/** fetch with JSON in and out; never throws on a status. */
+export async function call(
+  url: string,
+  opts: { method?: string; key?: string; body?: unknown; raw?: string | Buffer; headers?: Record<string, string> } = {},
+): Promise<Res> {
+  const headers: Record<string, string> = { ...(opts.headers ?? {}) }
+  if (opts.key) headers['x-api-key'] = opts.key
+  let body: string | Buffer | undefined
+  if (opts.raw !== undefined) body = opts.raw
+  else if (opts.body !== undefined) {
+    body = JSON.stringify(opts.body)
+    headers['content-type'] ??= 'application/json'
+  }
+  const res = await fetch(url, { method: opts.method ?? (body !== undefined ? 'POST' : 'GET'), headers, body })
+  const text = await res.text()
+  let parsed: unknown
+  try {
+    parsed = text ? JSON.parse(text) : undefined
+  } catch {
+    parsed = undefined
+  }
+  return { status: res.status, headers: res.headers, body: parsed, text }
+}
+
+/** A child `meterd run` process (compiled output; `npm test` builds first). */
+export interface ChildMeterd {
+  url: string
+  proc: ChildProcess
+  stdout: string[]
+  stop(signal?: NodeJS.Signals): Promise<number | null>
+}
+
+export async function spawnMeterd(t: Teardown, opts: { dataDir: string; configFiles?: string[]; env?: Record<string, string> }): Promise<ChildMeterd> {
+  const port = await freePort()
+  const proc = spawn(process.execPath, [join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', ...(opts.configFiles ?? []).flatMap((f) => ['--config', f])], {
+    env: {
+      ...process.env,
+      METERD_ENDPOINT: `127.0.0.1:${port}`,
+      METERD_DATA_DIR: opts.dataDir,
+      METERD_BOOTSTRAP_API_KEY: ADMIN_KEY,
+      METERD_LOG_LEVEL: 'warn',
+      ...(opts.env ?? {}),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const stdout: string[] = []
+  proc.stdout!.on('data', (d) => stdout.push(String(d)))
+  proc.stderr!.on('data', (d) => stdout.push(String(d)))
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code, sig) => resolve(code ?? (sig ? -1 : null))))
+  const url = `http://127.0.0.1:${port}`
+  const until = Date.now() + 15_000
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error('meterd exited early:\n' + stdout.join(''))
+    try {
+      const r = await fetch(url + '/readyz')
+      if (r.status === 200) break
+    } catch {}
+    if (Date.now() > until) throw new Error('meterd did not become ready:\n' + stdout.join(''))
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  const child: ChildMeterd = {
+    url,
+    proc,
+    stdout,
+    async stop(signal = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal)
+      return exited
+    },
+  }
+  t.teardown(() => child.stop('SIGKILL'))
+  return child
+}
+
+export async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net')
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+/** Removes a directory tree (for tests that manage their own data dirs). */
+export function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true })
+}

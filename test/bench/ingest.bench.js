@@ -1,0 +1,114 @@
+/**
+ * Ingest benchmark (issue 2): POST /meter/v2/ai/completions through the real daemon
+ * (auth → validate → attribute → durable LMDB commit) against a bare node:http server that
+ * JSON-parses the same body and answers 201, each in its own child process, driven by
+ * autocannon from this process on 127.0.0.1.
+ *
+ * Targets: meterd req/s ≥ 0.5 × bare; p99 ≤ 10 ms at a fixed 1,000 req/s; idle RSS ≤ 80 MiB.
+ * Every request carries a fresh transactionId, so none is answered from the dedup index.
+ * Run: `npm run bench -- ingest` (BENCH_SECONDS=n changes the length of each measured run).
+ */
+import { BENCH_SECONDS, cannon, check, fmt, header, line, missed, ratioLine, rssMiB, sampleRss, spawnMeterd, spawnScript, summarize } from './lib.js'
+
+const PATH = '/meter/v2/ai/completions'
+const CONNECTIONS = 32
+const FIXED_RATE = 1000
+
+// wire-contract.md §1.6 #1 (@revenium/litellm), with the transactionId cut out.
+const LITELLM = {
+  stopReason: 'TOKEN_LIMIT', costType: 'AI', isStreamed: false, operationType: 'CHAT',
+  inputTokenCount: 12, outputTokenCount: 5, reasoningTokenCount: 0, cacheCreationTokenCount: 0,
+  cacheReadTokenCount: 0, totalTokenCount: 17, model: 'gpt-4o-mini', modelSource: 'OPENAI',
+  transactionId: '@@TX@@', responseTime: '2026-11-21T23:55:47.678Z',
+  requestDuration: 17, provider: 'OpenAI', requestTime: '2026-11-21T23:55:47.661Z',
+  completionStartTime: '2026-11-21T23:55:47.678Z', timeToFirstToken: 17, middlewareSource: 'nodejs',
+  traceId: 'trace-1', taskType: 'chat', agent: 'agent-a', organizationName: 'AcmeOrg', productName: 'Gold',
+  subscriber: { id: 'u-1', email: 'u1@example.com', credential: { name: 'key', value: 'cred-1' } },
+  retryNumber: 0, region: 'local-test',
+}
+const [BEFORE, AFTER] = JSON.stringify(LITELLM).split('@@TX@@')
+
+let seq = 0
+const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
+/** autocannon rewrites each request's body here: a unique transactionId per request. */
+function setupRequest(req) {
+  req.body = `${BEFORE}bench-${run}-${(seq++).toString(36)}${AFTER}`
+  return req
+}
+
+function requests(key) {
+  return [{ method: 'POST', path: PATH, headers: { 'content-type': 'application/json', 'x-api-key': key }, setupRequest }]
+}
+
+// The baseline: what any Node server must do for this request (read, parse, answer 201).
+const BARE_SERVER = `
+import { createServer } from 'node:http'
+import { randomUUID } from 'node:crypto'
+createServer((req, res) => {
+  if (req.method !== 'POST') { res.writeHead(200); return res.end('ok') }
+  const chunks = []
+  req.on('data', (c) => chunks.push(c))
+  req.on('end', () => {
+    let body
+    try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')) } catch { res.writeHead(400); return res.end() }
+    const out = JSON.stringify({ id: randomUUID(), resourceType: 'metering', label: 'AI Completion', signature: String(body.transactionId), created: new Date().toISOString() })
+    res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) })
+    res.end(out)
+  })
+}).listen(Number(process.env.PORT), '127.0.0.1')
+`
+
+// Exactly the path the target names: no rate limiting or other admission stages, no pricing.
+const MEASURED_CONFIG = {
+  service: {
+    extensions: ['apikeys'],
+    pipelines: { usage: { receivers: ['metering'], processors: ['validate', 'attribution'], exporters: ['lmdb'] } },
+  },
+}
+
+function report(label, s) {
+  line(`${label} req/s`, `${fmt(s.rps)}  (p50 ${s.p50} ms, p99 ${s.p99} ms, ${s.total} requests, ${s.non2xx} non-2xx, ${s.errors} errors)`)
+}
+
+header(`ingest: POST ${PATH}, ${CONNECTIONS} connections, ${BENCH_SECONDS} s per run`)
+
+// 1. Bare node:http server.
+const bare = await spawnScript(BARE_SERVER)
+let bareStats
+try {
+  await cannon({ url: bare.url, requests: requests('-'), duration: 1 }) // warm-up
+  bareStats = summarize(await cannon({ url: bare.url, connections: CONNECTIONS, requests: requests('-') }))
+} finally {
+  await bare.stop()
+}
+report('bare node:http', bareStats)
+
+// 2. meterd.
+const meterd = await spawnMeterd({ config: MEASURED_CONFIG })
+try {
+  await new Promise((r) => setTimeout(r, 1000))
+  const idle = rssMiB(meterd.pid)
+  await cannon({ url: meterd.url, requests: requests(meterd.key), duration: 1 }) // warm-up
+  const rss = sampleRss(meterd.pid)
+  const m = summarize(await cannon({ url: meterd.url, connections: CONNECTIONS, requests: requests(meterd.key) }))
+  const loadRss = rss.stop()
+  report('meterd', m)
+
+  const fixedRss = sampleRss(meterd.pid)
+  const fixed = summarize(await cannon({ url: meterd.url, connections: 50, overallRate: FIXED_RATE, requests: requests(meterd.key) }))
+  const fixedPeak = fixedRss.stop()
+  line(`meterd @ ${FIXED_RATE} req/s`, `${fmt(fixed.rps)} req/s achieved, p50 ${fixed.p50} ms, p99 ${fixed.p99} ms, max ${fixed.max} ms, ${fixed.non2xx} non-2xx`)
+
+  process.stdout.write('\n')
+  process.stdout.write(ratioLine('throughput meterd / bare', m.rps, bareStats.rps, 0.5) + '\n')
+  line(`p99 @ ${FIXED_RATE} req/s`, `${fixed.p99} ms (target ≤ 10 ms) ${check('p99 at 1000 req/s', fixed.p99 <= 10 && fixed.rps >= FIXED_RATE * 0.95)}`)
+  line('idle RSS', `${fmt(idle, 1)} MiB (target ≤ 80 MiB) ${check('idle RSS', idle <= 80)}`)
+  line('RSS under load (peak)', `${fmt(Math.max(loadRss, fixedPeak), 1)} MiB`)
+  line('every answer a 201', check('every answer a 201', m.non2xx + m.errors + fixed.non2xx + fixed.errors === 0))
+  if (m.non2xx + fixed.non2xx > 0) process.stdout.write(meterd.output.slice(-5).join('\n') + '\n')
+} finally {
+  await meterd.stop()
+}
+
+const miss = missed()
+line('ingest targets', miss.length ? `missed: ${miss.join(', ')}` : 'all met')

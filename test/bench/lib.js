@@ -1,0 +1,229 @@
+/**
+ * Helpers for meterd's benchmarks (test/bench/*.bench.js). Plain ESM, no build step; the
+ * daemon itself runs from the compiled output (`npm run bench` builds first).
+ *
+ * Stable API, used by several benches — add to it, do not change what exists:
+ *   PACKAGE_ROOT, BENCH_KEY
+ *   freePort()                                   → a free TCP port on 127.0.0.1
+ *   spawnMeterd({ config?, env?, logLevel? })    → a child `meterd run` with a temp data dir
+ *   spawnScript(source, { env? })                → a child `node` running an ESM source string
+ *   waitReady(url, { path?, timeoutMs? })        → polls until GET url+path answers 200
+ *   cannon(opts)                                 → runs autocannon, resolves to its result
+ *   summarize(result)                            → { rps, p50, p99, max, ok, errors, non2xx }
+ *   rssMiB(pid)                                  → VmRSS of a process in MiB (Linux /proc)
+ *   sampleRss(pid, everyMs?)                     → { stop() → peak MiB } while something runs
+ *   ratioLine(label, value, base, target)        → "label: 0.63 (target ≥ 0.5) OK"
+ *   check(label, ok)                             → "OK" / "MISS" and remembers misses
+ *   header(title), line(label, value)            → uniform output
+ *   BENCH_SECONDS                                → seconds per measured run (env BENCH_SECONDS, default 5)
+ */
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import autocannon from 'autocannon'
+import { stringify } from 'yaml'
+
+export const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+
+/** The first admin key of every daemon spawned here (METERD_BOOTSTRAP_API_KEY). */
+export const BENCH_KEY = 'hak_bench_adminadminadminadminadminad01'
+
+/** Seconds per measured autocannon run; small by default so `npm run bench` stays bounded. */
+export const BENCH_SECONDS = Math.max(1, Number(process.env.BENCH_SECONDS) || 5)
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address()
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+/** Polls GET url+path until it answers 200 (or throws after timeoutMs). */
+export async function waitReady(url, { path = '/readyz', timeoutMs = 15_000, proc } = {}) {
+  const until = Date.now() + timeoutMs
+  for (;;) {
+    if (proc && (proc.exitCode !== null || proc.signalCode !== null)) throw new Error(`process exited early (${proc.exitCode ?? proc.signalCode})`)
+    try {
+      const r = await fetch(url + path)
+      await r.arrayBuffer()
+      if (r.status === 200) return
+    } catch {}
+    if (Date.now() > until) throw new Error(`${url}${path} did not answer 200 within ${timeoutMs} ms`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+/** Keeps the last lines a child wrote, for error messages; never lets its pipe fill up. */
+function tail(proc, max = 200) {
+  const lines = []
+  const keep = (d) => {
+    for (const l of String(d).split('\n')) if (l) lines.push(l)
+    if (lines.length > max) lines.splice(0, lines.length - max)
+  }
+  proc.stdout?.on('data', keep)
+  proc.stderr?.on('data', keep)
+  return lines
+}
+
+function stopper(proc, cleanup) {
+  const exited = new Promise((resolve) => proc.once('exit', (code, sig) => resolve(code ?? sig)))
+  let done
+  return (signal = 'SIGTERM') =>
+    (done ??= (async () => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal)
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 10_000)
+      const code = await exited
+      clearTimeout(timer)
+      cleanup?.()
+      return code
+    })())
+}
+
+/**
+ * Starts `node bin/meterd.js run --config config/meterd.yaml --config <tmp yaml>` on a free
+ * 127.0.0.1 port with a fresh data directory and BENCH_KEY as its first admin key; resolves
+ * once /readyz answers 200. `config` is merged over the embedded default (maps merge, lists
+ * are replaced). The data directory is removed by stop().
+ *
+ * @returns {Promise<{ url: string, port: number, pid: number, proc: import('node:child_process').ChildProcess,
+ *   dataDir: string, key: string, output: string[], stop(signal?: string): Promise<unknown> }>}
+ */
+export async function spawnMeterd({ config = {}, env = {}, logLevel = 'warn', nodeArgs = [] } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'meterd-bench-'))
+  const dataDir = join(dir, 'data')
+  const port = await freePort()
+  const file = join(dir, 'bench.yaml')
+  writeFileSync(file, stringify(config))
+  const proc = spawn(
+    process.execPath,
+    [...nodeArgs, join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', '--config', join(PACKAGE_ROOT, 'config', 'meterd.yaml'), '--config', file],
+    {
+      cwd: dir,
+      env: {
+        ...process.env,
+        METERD_ENDPOINT: `127.0.0.1:${port}`,
+        METERD_DATA_DIR: dataDir,
+        METERD_BOOTSTRAP_API_KEY: BENCH_KEY,
+        METERD_LOG_LEVEL: logLevel,
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  )
+  const output = tail(proc)
+  const url = `http://127.0.0.1:${port}`
+  const stop = stopper(proc, () => rmSync(dir, { recursive: true, force: true }))
+  try {
+    await waitReady(url, { proc })
+  } catch (err) {
+    await stop('SIGKILL')
+    throw new Error(`meterd did not start: ${err.message}\n${output.join('\n')}`)
+  }
+  return { url, port, pid: proc.pid, proc, dataDir, key: BENCH_KEY, output, stop }
+}
+
+/**
+ * Runs an ESM source string in a child `node` (so a comparison server gets its own core,
+ * like the daemon). The child gets env PORT=<free port>; resolves once GET /readyPath
+ * answers 200 (default '/').
+ */
+export async function spawnScript(source, { env = {}, readyPath = '/' } = {}) {
+  const port = await freePort()
+  const proc = spawn(process.execPath, ['--input-type=module', '-e', source], {
+    env: { ...process.env, PORT: String(port), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const output = tail(proc)
+  const url = `http://127.0.0.1:${port}`
+  const stop = stopper(proc)
+  try {
+    await waitReady(url, { path: readyPath, proc })
+  } catch (err) {
+    await stop('SIGKILL')
+    throw new Error(`script did not start: ${err.message}\n${output.join('\n')}`)
+  }
+  return { url, port, pid: proc.pid, proc, output, stop }
+}
+
+/** autocannon as a promise; options as autocannon's (url, connections, duration, overallRate, requests…). */
+export function cannon(opts) {
+  return new Promise((resolve, reject) => {
+    autocannon({ connections: 32, duration: BENCH_SECONDS, ...opts }, (err, result) => (err ? reject(err) : resolve(result)))
+  })
+}
+
+/** The figures every bench prints, from an autocannon result. */
+export function summarize(r) {
+  return {
+    rps: r.requests.average,
+    total: r.requests.total,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    max: r.latency.max,
+    ok: r['2xx'],
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+  }
+}
+
+/** VmRSS of a process in MiB (Linux), or NaN when it cannot be read. */
+export function rssMiB(pid) {
+  try {
+    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return m ? Number(m[1]) / 1024 : NaN
+  } catch {
+    return NaN
+  }
+}
+
+/** Samples a process's RSS every `everyMs` until stop(); stop() returns the peak in MiB. */
+export function sampleRss(pid, everyMs = 200) {
+  let peak = rssMiB(pid)
+  const timer = setInterval(() => {
+    const v = rssMiB(pid)
+    if (!(v <= peak)) peak = v
+  }, everyMs)
+  return {
+    stop() {
+      clearInterval(timer)
+      const v = rssMiB(pid)
+      if (v > peak) peak = v
+      return peak
+    },
+  }
+}
+
+const misses = []
+/** "OK" or "MISS"; misses are remembered (see misses()). */
+export function check(label, ok) {
+  if (!ok) misses.push(label)
+  return ok ? 'OK' : 'MISS'
+}
+/** Labels of the targets missed so far in this process. */
+export function missed() {
+  return [...misses]
+}
+
+/** `label: 0.63 (target ≥ 0.5) OK` — value/base against a minimum ratio. */
+export function ratioLine(label, value, base, target) {
+  const ratio = base > 0 ? value / base : 0
+  return `${pad(label)} ${ratio.toFixed(2)} (target ≥ ${target}) ${check(label, ratio >= target)}`
+}
+
+export const pad = (s, n = 34) => (s + ':').padEnd(n)
+export const fmt = (n, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : String(n))
+
+export function header(title) {
+  process.stdout.write(`\n== ${title} ==\n`)
+}
+
+export function line(label, value) {
+  process.stdout.write(`${pad(label)} ${value}\n`)
+}

@@ -31,7 +31,7 @@ export async function main(argv: string[]): Promise<void> {
   try {
     process.exitCode = await dispatch(command, args)
   } catch (err) {
-    process.stderr.write(`meterd: ${(err as Error).message}\n`)
+    if ((err as Error).message) process.stderr.write(`meterd: ${(err as Error).message}\n`)
     process.exitCode = (err as { exitCode?: number }).exitCode ?? 1
   }
 }
@@ -53,10 +53,7 @@ function configOrExit(files: string[]) {
   if (resolved.issues.length) {
     process.stderr.write(`meterd: the config is not valid (${resolved.issues.length} error${resolved.issues.length > 1 ? 's' : ''}):\n`)
     for (const i of resolved.issues) process.stderr.write(`  ${i.path}: ${i.message}\n`)
-    const e = new Error('invalid config') as Error & { exitCode: number }
-    e.exitCode = EX_CONFIG
-    e.message = 'invalid config'
-    throw e
+    throw Object.assign(new Error(''), { exitCode: EX_CONFIG })
   }
   return resolved
 }

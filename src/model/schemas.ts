@@ -1,5 +1,6 @@
 import { FormatRegistry, Type, type TSchema } from '@sinclair/typebox'
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
+import { Value } from '@sinclair/typebox/value'
 import type { UsageKind } from './usage-record.js'
 
 // RFC 3339 / ISO-8601 date-time: with or without fractions, `Z` or an offset (wire-contract §1.2).
@@ -147,15 +148,22 @@ const checks: Record<UsageKind, { check: TypeCheck<TSchema>; schema: TSchema }> 
 export function checkBody(kind: UsageKind, body: unknown): FieldProblem | undefined {
   const { check, schema } = checks[kind]
   if (check.Check(body)) return undefined
-  const first = check.Errors(body).First()
-  if (!first) return { param: '', code: 'invalid_field', message: 'invalid record' }
-  const segments = first.path.split('/').filter(Boolean)
+  return firstProblem(schema, body, [])
+}
+
+function firstProblem(schema: TSchema, value: unknown, base: string[]): FieldProblem {
+  const first = Value.Errors(schema, value).First()
+  if (!first) return { param: base.join('.'), code: 'invalid_field', message: 'invalid record' }
+  const segments = [...base, ...first.path.split('/').filter(Boolean)]
   const param = segments.join('.')
   if (first.value === undefined) return { param, code: 'missing_field', message: `${param} is required` }
-  // Walk to the field's own schema for its sentence; fall back to TypeBox's message.
+  // Walk to the field's own schema for its sentence.
   let s: any = schema
-  for (const seg of segments) {
-    s = s?.properties?.[seg] ?? s?.anyOf?.find((x: any) => x.properties)?.properties?.[seg]
+  for (const seg of first.path.split('/').filter(Boolean)) s = s?.properties?.[seg]
+  // A nullable object (`subscriber`) reports at its own path: look inside for the real culprit.
+  const inner = s?.anyOf?.find((x: any) => x.type === 'object')
+  if (inner && typeof first.value === 'object' && first.value !== null && !Array.isArray(first.value)) {
+    return firstProblem(inner, first.value, segments)
   }
   const expected = s?.expected
   return { param, code: 'invalid_field', message: expected ? `${param} must be ${expected}` : `${param}: ${first.message}` }

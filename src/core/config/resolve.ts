@@ -20,6 +20,7 @@ export function resolveConfig(files: string[], factories: Factories, env: NodeJS
   }
   const { value: config, issues } = checkAgainst(ConfigSchema, raw, '')
   if (issues.length) return { config, plan: { components: new Map(), issues: [] }, issues }
+  for (const p of Object.values(config.service.pipelines)) p.processors ??= []
   const p = plan(config, factories)
   return { config, plan: p, issues: p.issues }
 }

@@ -35,7 +35,7 @@ export type StorageConfig = Static<typeof StorageSchema>
 const PipelineSchema = Type.Object(
   {
     receivers: Type.Array(Type.String(), { minItems: 1 }),
-    processors: Type.Array(Type.String(), { default: [] }),
+    processors: Type.Optional(Type.Array(Type.String())),
     exporters: Type.Array(Type.String(), { minItems: 1 }),
   },
   { additionalProperties: false },

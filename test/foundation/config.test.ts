@@ -1,0 +1,126 @@
+import { execFile } from 'node:child_process'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { FACTORIES } from '../../src/components.js'
+import { DEFAULT_CONFIG_PATH, loadConfigFiles } from '../../src/core/config/load.js'
+import { resolveConfig } from '../../src/core/config/resolve.js'
+import { factoryMap } from '../../src/core/graph.js'
+import { PACKAGE_ROOT } from '../../src/core/paths.js'
+import { tempDir, writeConfig } from '../helpers/meterd.js'
+
+const run = promisify(execFile)
+const BIN = join(PACKAGE_ROOT, 'bin', 'meterd.js')
+
+async function meterd(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } })
+    return { code: 0, stdout, stderr }
+  } catch (err: any) {
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr }
+  }
+}
+
+t.test('validate: a bad config exits 78 and names the path of every error', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => import('node:fs').then((fs) => fs.rmSync(dir, { recursive: true, force: true })))
+  const bad = writeConfig(dir, {
+    server: { endpoint: 42, colour: 'blue' },
+    receivers: { metering: { max_batch_items: 0 }, nosuch: {} },
+    processors: { validate: { strict_attribution: 'yes' } },
+    exporters: { lmdb: {} },
+    connectors: { forward: {}, 'forward/back': {} },
+    service: {
+      extensions: ['apikeys', 'missing_ext'],
+      pipelines: {
+        usage: { receivers: ['metering', 'forward/back'], processors: ['validate', 'unknown_proc'], exporters: ['lmdb', 'forward'] },
+        'usage/loop': { receivers: ['forward'], exporters: ['forward/back'] },
+        traces: { receivers: ['metering'], exporters: ['lmdb'] },
+        bogus: { receivers: ['metering'], exporters: ['lmdb'] },
+      },
+    },
+  })
+  // Schema errors are reported first (the graph cannot be checked on a malformed file)…
+  const first = await meterd(['validate', '--config', bad])
+  t.equal(first.code, 78, 'exit 78 (EX_CONFIG)')
+  for (const path of ['server.endpoint', 'server.colour']) t.match(first.stderr, `${path}:`, `names ${path}`)
+
+  // …then, once the top level is well-formed, every component and graph error at once.
+  const graphBad = writeConfig(dir, {
+    receivers: { metering: { max_batch_items: 0 }, nosuch: {} },
+    processors: { validate: { strict_attribution: 'yes' } },
+    exporters: { lmdb: {} },
+    connectors: { forward: {}, 'forward/back': {} },
+    service: {
+      extensions: ['apikeys', 'missing_ext'],
+      pipelines: {
+        usage: { receivers: ['metering', 'forward/back'], processors: ['validate', 'unknown_proc'], exporters: ['lmdb', 'forward'] },
+        'usage/loop': { receivers: ['forward'], exporters: ['forward/back'] },
+        traces: { receivers: ['metering'], exporters: ['lmdb'] },
+        bogus: { receivers: ['metering'], exporters: ['lmdb'] },
+      },
+    },
+  }, 'graph.yaml')
+  const res = await meterd(['validate', '--config', DEFAULT_CONFIG_PATH, '--config', graphBad])
+  t.equal(res.code, 78)
+  for (const path of [
+    'receivers.metering.max_batch_items',
+    'receivers.nosuch',
+    'processors.validate.strict_attribution',
+    'service.extensions[1]',
+    'service.pipelines.usage.processors[1]',
+    'service.pipelines.traces.receivers[0]',
+    'service.pipelines.traces.exporters[0]',
+    'service.pipelines.bogus',
+  ])
+    t.match(res.stderr, `  ${path}:`, `names ${path}`)
+  t.match(res.stderr, /cycle through connectors: usage(\/loop)? → .* → usage/, 'the connector cycle is found')
+  t.match(res.stderr, /not valid \(\d+ errors\)/)
+})
+
+t.test('validate accepts the embedded default; print-config and components work', async (t) => {
+  const ok = await meterd(['validate'])
+  t.equal(ok.code, 0)
+  t.match(ok.stdout, 'valid')
+  const printed = await meterd(['print-config'], { METERD_ENDPOINT: '127.0.0.1:9999' })
+  t.equal(printed.code, 0)
+  t.match(printed.stdout, 'endpoint: 127.0.0.1:9999', 'env expansion is applied')
+  t.match(printed.stdout, 'max_body_bytes: 1048576', 'defaults are filled in')
+  const comps = await meterd(['components'])
+  for (const f of FACTORIES) t.match(comps.stdout, new RegExp(`\\b${f.type}\\b`), `lists ${f.kind} ${f.type}`)
+  const unknown = await meterd(['frobnicate'])
+  t.equal(unknown.code, 64, 'unknown command: usage error')
+})
+
+t.test('env expansion, defaults and deep merge of several files', async (t) => {
+  const dir = tempDir()
+  const a = writeConfig(dir, { server: { endpoint: '${env:EP}', api_prefix: 'a' }, storage: { path: 'x' } }, 'a.yaml')
+  const b = writeConfig(dir, { server: { max_body_bytes: '${env:MAX:-2048}', api_prefix: 'b-${env:SUFFIX:-z}' } }, 'b.yaml')
+  const merged = loadConfigFiles([a, b], { EP: '127.0.0.1:1' }) as any
+  t.same(merged.server, { endpoint: '127.0.0.1:1', api_prefix: 'b-z', max_body_bytes: 2048 }, 'merged; a whole-value reference is typed')
+  t.equal(merged.storage.path, 'x')
+  t.throws(() => loadConfigFiles([a], {}), /server\.endpoint: environment variable EP is not set/)
+  const broken = writeConfig(dir, {}, 'broken.yaml')
+  await import('node:fs').then((fs) => fs.writeFileSync(broken, 'server: [unclosed'))
+  t.throws(() => loadConfigFiles([broken], {}), /broken\.yaml/)
+})
+
+t.test('the graph: fan-out to several exporters, forward connector, and bad references', async (t) => {
+  const factories = factoryMap(FACTORIES)
+  const dir = tempDir()
+  const good = writeConfig(dir, {
+    exporters: { lmdb: {}, 'debug/a': {}, 'debug/b': { verbosity: 'detailed' } },
+    connectors: { forward: {} },
+    service: {
+      pipelines: {
+        usage: { receivers: ['metering'], processors: ['validate', 'attribution'], exporters: ['lmdb', 'debug/a', 'forward'] },
+        'usage/copy': { receivers: ['forward'], exporters: ['debug/b'] },
+      },
+    },
+  })
+  const r = resolveConfig([DEFAULT_CONFIG_PATH, good], factories, {})
+  t.same(r.issues, [])
+  const unused = writeConfig(dir, { connectors: { forward: {} }, service: { pipelines: { usage: { receivers: ['metering'], exporters: ['forward'] } } } }, 'unused.yaml')
+  const u = resolveConfig([DEFAULT_CONFIG_PATH, unused], factories, {})
+  t.match(u.issues, [{ path: 'connectors.forward', message: /used as an exporter in one pipeline and as a receiver/ }])
+})

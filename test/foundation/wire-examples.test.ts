@@ -1,0 +1,32 @@
+import t from 'tap'
+import { call, startMeterd } from '../helpers/meterd.js'
+import { completionExamples, toolExamples } from '../fixtures/wire-examples.js'
+
+const prefix = '/profitstream/v2/api/sources/metrics'
+
+t.test('every wire-contract example is accepted and reads back field for field', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  for (const [name, body] of Object.entries(completionExamples)) {
+    const res = await call(`${m.url}/meter/v2/ai/completions`, { key, body })
+    t.equal(res.status, 201, `${name}: 201`)
+    t.match(res.body, { id: String, resourceType: 'metering', label: 'ai.completion', signature: /^sha256:[0-9a-f]{64}$/, created: String }, `${name}: ack shape`)
+    const back = await call(`${m.url}${prefix}/ai/completions?transactionId=${encodeURIComponent(body.transactionId)}`, { key })
+    t.equal(back.status, 200)
+    const list = back.body._embedded.aICompletionMetricResourceList
+    t.equal(list.length, 1, `${name}: one record`)
+    t.equal(list[0].id, res.body.id, `${name}: same id`)
+    for (const [field, value] of Object.entries(body)) t.same(list[0][field], value, `${name}: ${field}`)
+  }
+  for (const [name, body] of Object.entries(toolExamples)) {
+    for (const path of ['/meter/v2/tool/events']) {
+      const res = await call(`${m.url}${path}`, { key, body })
+      t.equal(res.status, 201, `${name}: 201`)
+      t.equal(res.body.label, 'tool.event')
+      const back = await call(`${m.url}${prefix}/tool/events?toolId=${body.toolId}`, { key })
+      const list = back.body._embedded.toolEventMetricResourceList
+      t.equal(list.length, 1, `${name}: listed by toolId`)
+      for (const [field, value] of Object.entries(body)) t.same(list[0][field], value, `${name}: ${field}`)
+    }
+  }
+})

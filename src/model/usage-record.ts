@@ -42,6 +42,12 @@ export interface Cost {
   source: CostSource
   /** The price-book or registry version used; a later price change never rewrites history. */
   priceVersion?: string
+  /** Why a record is unpriced or skipped: unknown_model, unknown_tool, tool_disabled, a skipReason. */
+  note?: string
+  /** False when the record must not count in analytics (its tool was disabled); absent = true. */
+  metered?: boolean
+  /** Tool events: the quantity each pricing element's period aggregate moved by (decimal strings). */
+  quantities?: Record<string, string>
 }
 
 export interface RecordMeta {

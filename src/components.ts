@@ -3,6 +3,7 @@ import { forwardFactory } from './connectors/forward/index.js'
 import { debugFactory } from './exporters/debug/index.js'
 import { lmdbFactory } from './exporters/lmdb/index.js'
 import { apikeysFactory } from './extensions/apikeys/index.js'
+import { ratelimitFactory } from './extensions/ratelimit/index.js'
 import { attributionFactory } from './processors/attribution/index.js'
 import { validateFactory } from './processors/validate/index.js'
 import { meteringFactory } from './receivers/metering/index.js'
@@ -16,4 +17,5 @@ export const FACTORIES: readonly Factory[] = [
   debugFactory,
   forwardFactory,
   apikeysFactory,
+  ratelimitFactory,
 ]

@@ -65,7 +65,12 @@ export interface Authenticator {
 export interface AdmissionHook {
   /** Refuse with an ApiError, or let the request through; may set ctx.responseHeaders. */
   admit(ctx: RequestContext): ApiError | undefined | Promise<ApiError | undefined>
-  /** Sees the final status of every request of a bucket (for error-pattern accounting). */
+  /**
+   * Consulted when authentication failed, before the 401 is answered: may refuse with
+   * another error instead (a 429 for a client IP blocked by error-pattern protection).
+   */
+  admitUnauthenticated?(ctx: RequestContext): ApiError | undefined | Promise<ApiError | undefined>
+  /** Sees the final status of every request of a bucket (for error-pattern accounting); ctx.principal is unset for 401s. */
   observe?(ctx: RequestContext, status: number): void
 }
 
@@ -170,7 +175,13 @@ export class HttpServer {
     if (ctx.bucket !== null) {
       const who = this.authenticator?.authenticate(ctx) ??
         new ApiError(401, 'authentication_error', 'no_authenticator', 'no authenticator extension is configured')
-      if (who instanceof ApiError) return errorReply(who)
+      if (who instanceof ApiError) {
+        for (const hook of this.hooks) {
+          const refused = await hook.admitUnauthenticated?.(ctx)
+          if (refused) return errorReply(refused)
+        }
+        return errorReply(who)
+      }
       ctx.principal = who
       for (const hook of this.hooks) {
         const refused = await hook.admit(ctx)

@@ -1,0 +1,192 @@
+import type { Counter } from 'prom-client'
+import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import { ApiError, toApiError } from '../../core/errors.js'
+import { sharedCounter } from '../../core/telemetry.js'
+import type { RateLimitBucket } from '../../http/buckets.js'
+import type { AdmissionHook, RequestContext } from '../../http/server.js'
+import type { CallerKey, ErrorPatternRules, Hit, RateLimitBackend } from './backend.js'
+import { RateLimitSchema, type BucketLimits, type RateLimitConfig } from './config.js'
+import { MemoryBackend } from './memory.js'
+import { RedisBackend } from './redis.js'
+
+const BUCKETS: readonly RateLimitBucket[] = ['metering', 'analytics', 'platform']
+
+type Outcome = 'allowed' | 'bucket-rate' | 'error-pattern'
+
+/**
+ * SPEC's Limits as an admission stage (DESIGN §3, §5): for every authenticated request of a
+ * bucket, error-pattern block? → count against the account's bucket → headers on whatever
+ * the answer is; every 4xx answer (429 excluded) is counted to its caller.
+ */
+export class RateLimiter implements Component, AdmissionHook {
+  private host?: Host
+  private backend?: RateLimitBackend
+  private readonly accounts: Map<string, BucketLimits>
+  private readonly rules: ErrorPatternRules
+  private readonly outcomes: Record<RateLimitBucket, Record<Outcome, Counter.Internal>>
+
+  constructor(private readonly settings: CreateSettings, private readonly config: RateLimitConfig) {
+    this.accounts = new Map(Object.entries(config.accounts).map(([account, limits]) => [account, { ...config.limits, ...limits }]))
+    const ep = config.error_pattern
+    this.rules = {
+      threshold: ep.threshold,
+      windowMs: ep.window_seconds * 1000,
+      initialCooldownMs: ep.initial_cooldown_seconds * 1000,
+      maxCooldownMs: ep.max_cooldown_seconds * 1000,
+    }
+    const requests = sharedCounter(settings.registry, 'meterd_ratelimit_requests_total', 'Requests seen by rate limiting, by bucket, decision and reason', [
+      'bucket',
+      'decision',
+      'reason',
+    ])
+    const child = (bucket: string, decision: string, reason: string) => {
+      const c = requests.labels({ bucket, decision, reason })
+      c.inc(0)
+      return c
+    }
+    this.outcomes = Object.fromEntries(
+      BUCKETS.map((b) => [
+        b,
+        { allowed: child(b, 'allowed', 'none'), 'bucket-rate': child(b, 'limited', 'bucket-rate'), 'error-pattern': child(b, 'limited', 'error-pattern') },
+      ]),
+    ) as RateLimiter['outcomes']
+  }
+
+  async start(host: Host): Promise<void> {
+    this.host = host
+    if (this.config.backend === 'redis') {
+      const failures = sharedCounter(this.settings.registry, 'meterd_ratelimit_backend_failures_total', 'Rate-limit decisions that could not reach the backend', ['backend'])
+      const redis = new RedisBackend({
+        config: this.config.redis,
+        rules: this.rules,
+        logger: this.settings.logger,
+        failures: failures.labels({ backend: 'redis' }),
+      })
+      await redis.connect()
+      this.backend = redis
+    } else {
+      this.backend = new MemoryBackend(this.rules)
+    }
+    host.http.addAdmissionHook(this)
+  }
+
+  async shutdown(): Promise<void> {
+    const b = this.backend
+    this.backend = undefined
+    await b?.close()
+  }
+
+  /** The limit of an account's bucket: its own override, else the global one. */
+  limitOf(account: string, bucket: RateLimitBucket): number {
+    return (this.accounts.get(account) ?? this.config.limits)[bucket]
+  }
+
+  admit(ctx: RequestContext): ApiError | undefined | Promise<ApiError | undefined> {
+    const backend = this.backend
+    const bucket = ctx.bucket
+    const principal = ctx.principal
+    if (!backend || bucket === null || !principal) return undefined
+    const limit = this.limitOf(principal.account, bucket)
+    const now = this.host!.now()
+    const window = Math.floor(now / 1000)
+    let hit: Hit | Promise<Hit>
+    try {
+      hit = backend.hit(`a:${principal.account}`, bucket, window, limit, now)
+    } catch (err) {
+      return toApiError(err)
+    }
+    if (hit instanceof Promise) {
+      return hit.then(
+        (h) => this.decide(ctx, bucket, limit, window, now, h),
+        (err) => toApiError(err),
+      )
+    }
+    return this.decide(ctx, bucket, limit, window, now, hit)
+  }
+
+  /** An unauthenticated caller whose IP is blocked gets the 429 instead of its 401. */
+  admitUnauthenticated(ctx: RequestContext): ApiError | undefined | Promise<ApiError | undefined> {
+    const backend = this.backend
+    if (!backend || !this.config.error_pattern.enabled || ctx.bucket === null) return undefined
+    const now = this.host!.now()
+    const bucket = ctx.bucket
+    const refuse = (until: number): ApiError | undefined => {
+      if (until <= now) return undefined
+      this.outcomes[bucket]['error-pattern'].inc()
+      return errorPattern(until - now)
+    }
+    let until: number | Promise<number>
+    try {
+      until = backend.blockedUntil(this.ipCaller(ctx), now)
+    } catch (err) {
+      return toApiError(err)
+    }
+    return until instanceof Promise ? until.then(refuse, () => undefined) : refuse(until)
+  }
+
+  observe(ctx: RequestContext, status: number): void {
+    if (status < 400 || status >= 500 || status === 429) return
+    if (!this.backend || !this.config.error_pattern.enabled) return
+    const caller = ctx.principal ? `a:${ctx.principal.account}` : this.ipCaller(ctx)
+    this.backend.recordError(caller, this.host!.now())
+  }
+
+  private decide(ctx: RequestContext, bucket: RateLimitBucket, limit: number, window: number, now: number, hit: Hit): ApiError | undefined {
+    const headers = ctx.responseHeaders
+    headers['x-ratelimit-limit'] = String(limit)
+    headers['x-ratelimit-remaining'] = String(hit.count >= limit ? 0 : limit - hit.count)
+    headers['x-ratelimit-reset'] = String(window + 1)
+    headers['x-ratelimit-bucket'] = bucket
+    if (hit.blockedUntil > now) {
+      this.outcomes[bucket]['error-pattern'].inc()
+      return errorPattern(hit.blockedUntil - now)
+    }
+    if (hit.count > limit) {
+      this.outcomes[bucket]['bucket-rate'].inc()
+      return bucketRate(bucket, limit, (window + 1) * 1000 - now)
+    }
+    this.outcomes[bucket].allowed.inc()
+    return undefined
+  }
+
+  private ipCaller(ctx: RequestContext): CallerKey {
+    const header = this.config.client_ip_header
+    if (header !== undefined) {
+      const v = ctx.req.headers[header.toLowerCase()]
+      const first = (Array.isArray(v) ? v[0] : v)?.split(',')[0]?.trim()
+      if (first) return `ip:${first}`
+    }
+    return `ip:${ctx.ip}`
+  }
+}
+
+const retryAfter = (ms: number): string => String(Math.max(1, Math.ceil(ms / 1000)))
+
+/** SPEC Errors, 429 with `bucket-rate`: the body names the bucket. */
+export function bucketRate(bucket: RateLimitBucket, limit: number, msLeft: number): ApiError {
+  const seconds = retryAfter(msLeft)
+  return new ApiError(429, 'rate_limit_error', 'rate_limit_exceeded', `the ${bucket} bucket allows ${limit} requests per second for this account; retry after ${seconds} s`, {
+    headers: { 'retry-after': seconds, 'x-ratelimit-limited-reason': 'bucket-rate' },
+    extra: { bucket },
+  })
+}
+
+/** SPEC Errors, 429 with `error-pattern`: no `bucket`; Retry-After is the remaining cooldown. */
+export function errorPattern(msLeft: number): ApiError {
+  const seconds = retryAfter(msLeft)
+  return new ApiError(
+    429,
+    'rate_limit_error',
+    'rate_limit_exceeded',
+    `too many failing requests (4xx) from this caller; fix the requests (authentication, missing fields, invalid identifiers) and retry after ${seconds} s`,
+    { headers: { 'retry-after': seconds, 'x-ratelimit-limited-reason': 'error-pattern' } },
+  )
+}
+
+export const ratelimitFactory: ExtensionFactory<typeof RateLimitSchema> = {
+  kind: 'extension',
+  type: 'ratelimit',
+  description: 'Per-account rate limits in three buckets and error-pattern blocks (memory, or Redis for a cluster)',
+  schema: RateLimitSchema,
+  create: (settings, config) => new RateLimiter(settings, config),
+}

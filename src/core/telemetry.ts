@@ -13,7 +13,7 @@ export function createTelemetry(opts: { level?: string; destination?: NodeJS.Wri
     opts.destination ?? pino.destination({ dest: 2, sync: false }),
   )
   const registry = new Registry()
-  collectDefaultMetrics({ register: registry, prefix: 'meterd_process_' })
+  collectDefaultMetrics({ register: registry, prefix: 'meterd_' })
   return { logger, registry }
 }
 

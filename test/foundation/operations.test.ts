@@ -1,0 +1,41 @@
+import t from 'tap'
+import { call, startMeterd } from '../helpers/meterd.js'
+import { completion } from '../fixtures/wire-examples.js'
+
+t.test('health, readiness per pipeline, Prometheus metrics per component, debug exporter', async (t) => {
+  const m = await startMeterd(t, {
+    config: {
+      exporters: { lmdb: {}, debug: { verbosity: 'detailed' } },
+      service: {
+        extensions: ['apikeys'],
+        pipelines: { usage: { receivers: ['metering'], processors: ['validate', 'attribution'], exporters: ['lmdb', 'debug'] } },
+      },
+    },
+  })
+  const key = await m.key()
+  t.same((await call(`${m.url}/healthz`)).body, { status: 'ok' })
+  t.same((await call(`${m.url}/readyz`)).body, { status: 'ready', pipelines: { usage: 'running' } })
+  const body = completion()
+  t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body })).status, 201)
+  t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body: completion({ model: 7 }) })).status, 400)
+
+  const metrics = await call(`${m.url}/metrics`)
+  t.match(metrics.headers.get('content-type'), /text\/plain/)
+  for (const line of [
+    'meterd_component_accepted_items_total{kind="receiver",component="metering"} 1',
+    'meterd_component_refused_items_total{kind="receiver",component="metering"} 1',
+    'meterd_component_accepted_items_total{kind="exporter",component="lmdb"} 1',
+    'meterd_component_accepted_items_total{kind="exporter",component="debug"} 1',
+    'meterd_component_failed_items_total{kind="exporter",component="lmdb"} 0',
+  ])
+    t.ok(metrics.text.includes(line), line)
+  t.match(metrics.text, /meterd_process_resident_memory_bytes \d+/, 'process metrics too')
+
+  const logged = m.logs.map((l) => JSON.parse(l)).find((l) => l.msg === 'debug exporter')
+  t.equal(logged?.item?.body?.transactionId, body.transactionId, 'the debug exporter logs records through pino')
+  t.equal(logged?.component, 'debug')
+
+  await m.close()
+  const lines = m.logs.map((l) => JSON.parse(l))
+  t.ok(lines.some((l) => l.msg === 'meterd stopped'), 'logs are JSON lines')
+})

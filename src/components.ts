@@ -2,7 +2,9 @@ import type { Factory } from './core/component.js'
 import { forwardFactory } from './connectors/forward/index.js'
 import { debugFactory } from './exporters/debug/index.js'
 import { lmdbFactory } from './exporters/lmdb/index.js'
+import { webhookFactory } from './exporters/webhook/index.js'
 import { apikeysFactory } from './extensions/apikeys/index.js'
+import { exportconfigsFactory } from './extensions/exportconfigs/index.js'
 import { ratelimitFactory } from './extensions/ratelimit/index.js'
 import { attributionFactory } from './processors/attribution/index.js'
 import { validateFactory } from './processors/validate/index.js'
@@ -17,5 +19,7 @@ export const FACTORIES: readonly Factory[] = [
   debugFactory,
   forwardFactory,
   apikeysFactory,
+  webhookFactory,
+  exportconfigsFactory,
   ratelimitFactory,
 ]

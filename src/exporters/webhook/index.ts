@@ -1,0 +1,75 @@
+import { Type, type Static } from '@sinclair/typebox'
+import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
+import type { Batch } from '../../core/consumer.js'
+import { RetryableError } from '../../core/errors.js'
+import type { UsageRecord } from '../../model/usage-record.js'
+import { ExportConfigurations } from '../../extensions/exportconfigs/index.js'
+import type { ExportConfiguration, WebhookEvent } from '../../webhooks/model.js'
+import { usageEvent, wants } from './events.js'
+
+const schema = Type.Object(
+  {
+    export_configurations: Type.String({
+      default: 'exportconfigs',
+      description: 'Id of the exportconfigs extension whose configurations and delivery engine this exporter uses',
+    }),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+/**
+ * Turns usage records into webhook events for every matching export configuration of the
+ * record's team. consume() resolves once the deliveries are durably queued (so the 201
+ * upstream means they will be delivered, across kill -9); delivery itself is asynchronous.
+ */
+export class WebhookExporter implements ConsumingComponent {
+  readonly consumers
+  private ext?: ExportConfigurations
+
+  constructor(private readonly settings: CreateSettings, private readonly config: Config) {
+    this.consumers = { usage: { consume: (b: Batch<UsageRecord>) => this.consume(b) } }
+  }
+
+  async start(host: Host): Promise<void> {
+    const ext = host.getExtension(this.config.export_configurations)
+    if (!(ext instanceof ExportConfigurations))
+      throw new Error(`exporter ${this.settings.id}: extension "${this.config.export_configurations}" (exportconfigs) must be configured and listed in service.extensions`)
+    this.ext = ext
+  }
+
+  async shutdown(): Promise<void> {}
+
+  private async consume(batch: Batch<UsageRecord>): Promise<void> {
+    const { store, engine } = this.ext!
+    const items: { config: ExportConfiguration; event: WebhookEvent }[] = []
+    for (const r of batch.items) {
+      const configs = store!.forTeam(r.caller.team)
+      if (configs.length === 0) continue
+      let event: WebhookEvent | undefined
+      for (const c of configs) {
+        if (!wants(c, r)) continue
+        // One event per record, shared by every configuration it goes to: one id to dedup on.
+        event ??= usageEvent(r, engine!.now())
+        items.push({ config: c, event })
+      }
+    }
+    if (items.length === 0) return
+    try {
+      await engine!.enqueue(items)
+    } catch (err) {
+      this.settings.metrics.failed(items.length)
+      throw new RetryableError(`webhook queue write failed: ${(err as Error).message}`, err)
+    }
+    this.settings.metrics.accepted(items.length)
+  }
+}
+
+export const webhookFactory: ExporterFactory<typeof schema> = {
+  kind: 'exporter',
+  type: 'webhook',
+  description: 'Signed webhook deliveries of usage events to export configurations (durable queue, retries)',
+  signals: ['usage'],
+  schema,
+  create: (settings, config) => new WebhookExporter(settings, config),
+}

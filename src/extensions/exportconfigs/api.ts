@@ -1,0 +1,273 @@
+import { checkTeam, paging } from '../../exporters/lmdb/read-api.js'
+import type { Host } from '../../core/component.js'
+import { invalid, notFound } from '../../core/errors.js'
+import { newId } from '../../core/ids.js'
+import type { RequestContext, Reply } from '../../http/server.js'
+import { isDateTime } from '../../model/schemas.js'
+import { DestinationRefused } from '../../webhooks/destination.js'
+import type { DeliveryEngine } from '../../webhooks/engine.js'
+import { EVENT_TYPES, FILTER_FIELDS, type Delivery, type ExportConfiguration, type Filters, type SubscribableEventType } from '../../webhooks/model.js'
+import type { ExportConfigStore } from './store.js'
+
+export interface ApiDeps {
+  host: Host
+  store: ExportConfigStore
+  engine: DeliveryEngine
+  defaultTimeoutMs: number
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/** A configuration as every response shows it: the signing state, never a secret. */
+function view(d: ApiDeps, c: ExportConfiguration) {
+  return {
+    id: c.id,
+    teamId: c.team,
+    name: c.name,
+    url: c.url,
+    enabled: c.enabled,
+    ...(c.disabledReason ? { disabledReason: c.disabledReason } : {}),
+    eventTypes: c.eventTypes,
+    filters: c.filters,
+    batching: c.batching,
+    timeoutMs: c.timeoutMs ?? d.defaultTimeoutMs,
+    signing: d.store.signingView(c.id, d.host.now()),
+    createdAt: c.createdAt,
+    updatedAt: c.updatedAt,
+  }
+}
+
+function deliveryView(x: Delivery, withEvent: boolean) {
+  return {
+    id: x.id,
+    eventId: x.eventId,
+    eventType: x.eventType,
+    exportConfigurationId: x.configId,
+    status: x.status,
+    attemptCount: x.attemptCount,
+    ...(x.nextAttemptAt !== undefined ? { nextAttemptAt: new Date(x.nextAttemptAt).toISOString() } : {}),
+    ...(x.lastError ? { lastError: x.lastError } : {}),
+    attempts: x.attempts,
+    createdAt: new Date(x.createdAt).toISOString(),
+    updatedAt: new Date(x.updatedAt).toISOString(),
+    ...(withEvent ? { event: JSON.parse(x.body) } : {}),
+  }
+}
+
+type Fields = Pick<ExportConfiguration, 'name' | 'url' | 'enabled' | 'eventTypes' | 'filters' | 'batching' | 'timeoutMs'> & { signingEnabled?: boolean }
+
+/** Checks a create/replace (`full`) or patch body; every 400 names its field. */
+function parseFields(d: ApiDeps, body: unknown, full: boolean): Partial<Fields> {
+  if (!isObject(body)) throw invalid('invalid_body', 'the body must be a JSON object')
+  const out: Partial<Fields> = {}
+  const has = (k: string) => body[k] !== undefined
+  if (full || has('name')) {
+    const v = body.name
+    if (typeof v !== 'string' || v.trim().length === 0 || v.length > 200) throw invalid('invalid_field', 'name is required: a string of 1 to 200 characters', 'name')
+    out.name = v.trim()
+  }
+  if (full || has('url')) out.url = parseUrl(d, body.url)
+  if (has('enabled')) {
+    if (typeof body.enabled !== 'boolean') throw invalid('invalid_field', 'enabled must be a boolean', 'enabled')
+    out.enabled = body.enabled
+  }
+  if (has('eventTypes')) {
+    const v = body.eventTypes
+    if (!Array.isArray(v) || v.length === 0) throw invalid('invalid_field', `eventTypes must be a non-empty list of: ${EVENT_TYPES.join(', ')}`, 'eventTypes')
+    v.forEach((t, i) => {
+      if (!EVENT_TYPES.includes(t as SubscribableEventType))
+        throw invalid('unknown_event_type', `unknown event type ${JSON.stringify(t)}; known types: ${EVENT_TYPES.join(', ')}`, `eventTypes[${i}]`)
+    })
+    out.eventTypes = [...new Set(v as SubscribableEventType[])]
+  }
+  if (has('filters')) out.filters = parseFilters(body.filters)
+  if (has('batching') || body.batching === null) out.batching = parseBatching(body.batching)
+  if (has('timeoutMs') || body.timeoutMs === null) {
+    const v = body.timeoutMs
+    if (v !== null && (typeof v !== 'number' || !Number.isInteger(v) || v < 100 || v > 60_000))
+      throw invalid('invalid_field', 'timeoutMs must be an integer from 100 to 60000 (milliseconds)', 'timeoutMs')
+    out.timeoutMs = v as number | null
+  }
+  if (has('signingEnabled')) {
+    if (typeof body.signingEnabled !== 'boolean') throw invalid('invalid_field', 'signingEnabled must be a boolean', 'signingEnabled')
+    out.signingEnabled = body.signingEnabled
+  }
+  return out
+}
+
+function parseUrl(d: ApiDeps, v: unknown): string {
+  if (typeof v !== 'string' || v.length === 0) throw invalid('invalid_url', 'url is required: an absolute http(s) URL', 'url')
+  if (v.length > 2048) throw invalid('invalid_url', 'url is longer than 2048 characters', 'url')
+  let u: URL
+  try {
+    u = new URL(v)
+  } catch {
+    throw invalid('invalid_url', `url ${JSON.stringify(v)} is not an absolute URL`, 'url')
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw invalid('invalid_url', `url must use https or http, not ${u.protocol.slice(0, -1)}`, 'url')
+  if (u.username || u.password) throw invalid('invalid_url', 'url must not carry credentials; sign deliveries instead', 'url')
+  if (u.hash) throw invalid('invalid_url', 'url must not have a #fragment', 'url')
+  try {
+    d.engine.guard.checkLiteral(u)
+  } catch (err) {
+    if (err instanceof DestinationRefused) throw invalid('destination_refused', `url is refused: ${err.message} (allow it with allow_private_destinations)`, 'url')
+    throw err
+  }
+  return u.toString()
+}
+
+function parseFilters(v: unknown): Filters {
+  if (v === null) return {}
+  if (!isObject(v)) throw invalid('invalid_field', 'filters must be an object', 'filters')
+  const out: Filters = {}
+  for (const [k, raw] of Object.entries(v)) {
+    if (!(FILTER_FIELDS as readonly string[]).includes(k))
+      throw invalid('unknown_filter', `unknown filter ${JSON.stringify(k)}; known filters: ${FILTER_FIELDS.join(', ')}`, `filters.${k}`)
+    const list = typeof raw === 'string' ? [raw] : raw
+    if (!Array.isArray(list) || list.length === 0 || list.some((x) => typeof x !== 'string' || x.length === 0))
+      throw invalid('invalid_field', `filters.${k} must be a non-empty string or list of strings`, `filters.${k}`)
+    out[k as keyof Filters] = [...new Set(list as string[])]
+  }
+  return out
+}
+
+function parseBatching(v: unknown): ExportConfiguration['batching'] {
+  if (v === null || v === false) return null
+  if (!isObject(v)) throw invalid('invalid_field', 'batching must be an object {maxEvents, maxWaitMs} or null', 'batching')
+  const maxEvents = v.maxEvents ?? 100
+  const maxWaitMs = v.maxWaitMs ?? 5000
+  if (typeof maxEvents !== 'number' || !Number.isInteger(maxEvents) || maxEvents < 1 || maxEvents > 1000)
+    throw invalid('invalid_field', 'batching.maxEvents must be an integer from 1 to 1000', 'batching.maxEvents')
+  if (typeof maxWaitMs !== 'number' || !Number.isInteger(maxWaitMs) || maxWaitMs < 0 || maxWaitMs > 3_600_000)
+    throw invalid('invalid_field', 'batching.maxWaitMs must be an integer from 0 to 3600000', 'batching.maxWaitMs')
+  return { maxEvents, maxWaitMs }
+}
+
+async function optionalJson(ctx: RequestContext): Promise<unknown> {
+  const raw = await ctx.raw()
+  if (raw.length === 0) return {}
+  return ctx.json()
+}
+
+export function mountExportConfigurationRoutes(d: ApiDeps): void {
+  const { host, store, engine } = d
+  const base = `/${host.server.api_prefix}/v2/api/export-configurations`
+  const route = (method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE', path: string, scope: 'platform:read' | 'platform:write', handler: (ctx: RequestContext) => Promise<Reply> | Reply) =>
+    host.http.route({ method, path: base + path, scope, handler })
+  const load = (ctx: RequestContext): ExportConfiguration => {
+    const c = store.getForTeam(ctx.params.id, checkTeam(ctx))
+    if (!c) throw notFound(`no export configuration ${ctx.params.id}`, 'id')
+    return c
+  }
+  const iso = () => new Date(host.now()).toISOString()
+
+  route('GET', '', 'platform:read', (ctx) => {
+    const team = checkTeam(ctx)
+    const { page, size } = paging(ctx)
+    const all = [...store.forTeam(team)].sort((a, b) => (a.id < b.id ? -1 : 1))
+    return { status: 200, body: { data: all.slice(page * size, page * size + size).map((c) => view(d, c)), page: { size, number: page, totalElements: all.length } } }
+  })
+
+  route('POST', '', 'platform:write', async (ctx) => {
+    const team = checkTeam(ctx)
+    const f = parseFields(d, await ctx.json(), true)
+    if (f.signingEnabled) throw invalid('invalid_field', 'signing is turned on by POST …/{id}/rotate-signing-secret, which shows the secret once', 'signingEnabled')
+    const now = iso()
+    const c: ExportConfiguration = {
+      id: 'exp_' + newId(host.now()),
+      team,
+      name: f.name!,
+      url: f.url!,
+      enabled: f.enabled ?? true,
+      eventTypes: f.eventTypes ?? ['usage.completion', 'usage.tool'],
+      filters: f.filters ?? {},
+      batching: f.batching ?? null,
+      timeoutMs: f.timeoutMs ?? null,
+      createdAt: now,
+      updatedAt: now,
+    }
+    await store.put(c)
+    return { status: 201, body: view(d, c) }
+  })
+
+  route('GET', '/:id', 'platform:read', (ctx) => ({ status: 200, body: view(d, load(ctx)) }))
+
+  const update = (full: boolean) => async (ctx: RequestContext): Promise<Reply> => {
+    const c = load(ctx)
+    const f = parseFields(d, await ctx.json(), full)
+    if (f.signingEnabled !== undefined && !(await store.setSigningEnabled(c.id, f.signingEnabled)))
+      throw invalid('no_signing_secret', 'this configuration has no signing secret yet: call rotate-signing-secret', 'signingEnabled')
+    const { signingEnabled: _s, ...fields } = f
+    const next: ExportConfiguration = { ...c, ...fields, updatedAt: iso() }
+    if (full) {
+      next.enabled = f.enabled ?? true
+      next.eventTypes = f.eventTypes ?? ['usage.completion', 'usage.tool']
+      next.filters = f.filters ?? {}
+      next.batching = f.batching ?? null
+      next.timeoutMs = f.timeoutMs ?? null
+    }
+    if (next.enabled) delete next.disabledReason
+    await store.put(next)
+    return { status: 200, body: view(d, next) }
+  }
+  route('PATCH', '/:id', 'platform:write', update(false))
+  route('PUT', '/:id', 'platform:write', update(true))
+
+  route('DELETE', '/:id', 'platform:write', async (ctx) => {
+    const c = load(ctx)
+    await store.remove(c)
+    await engine.queue.dropConfig(c.id)
+    return { status: 204 }
+  })
+
+  route('POST', '/:id/rotate-signing-secret', 'platform:write', async (ctx) => {
+    const c = load(ctx)
+    const body = await optionalJson(ctx)
+    if (!isObject(body)) throw invalid('invalid_body', 'the body must be {} or {"immediate": true}')
+    if (body.immediate !== undefined && typeof body.immediate !== 'boolean') throw invalid('invalid_field', 'immediate must be a boolean', 'immediate')
+    const signingSecret = await store.rotate(c.id, body.immediate === true, host.now())
+    // The only response that ever carries the secret; never logged.
+    return { status: 200, body: { signingSecret }, headers: { 'cache-control': 'no-store' } }
+  })
+
+  route('POST', '/:id/send-test-event', 'platform:write', async (ctx) => {
+    const c = load(ctx)
+    await optionalJson(ctx)
+    const now = host.now()
+    const event = {
+      id: 'evt_' + newId(now),
+      type: 'test' as const,
+      created: new Date(now).toISOString(),
+      teamId: c.team,
+      data: { message: 'a test event from meterd', exportConfigurationId: c.id },
+    }
+    const [delivery] = await engine.enqueue([{ config: c, event }], { direct: true })
+    return { status: 202, body: { eventId: event.id, deliveryId: delivery.id, status: delivery.status } }
+  })
+
+  route('GET', '/:id/deliveries', 'platform:read', (ctx) => {
+    const c = load(ctx)
+    const { page, size } = paging(ctx)
+    const status = ctx.query.get('status') || undefined
+    if (status && !['pending', 'succeeded', 'failed', 'dead_lettered'].includes(status))
+      throw invalid('invalid_parameter', 'status must be pending, succeeded, failed or dead_lettered', 'status')
+    const { items, total } = engine.queue.list(c.id, { limit: size, offset: page * size, status })
+    return { status: 200, body: { data: items.map((x) => deliveryView(x, false)), page: { size, number: page, totalElements: total } } }
+  })
+
+  route('GET', '/:id/deliveries/:deliveryId', 'platform:read', (ctx) => {
+    const c = load(ctx)
+    const x = engine.queue.get(ctx.params.deliveryId)
+    if (!x || x.configId !== c.id) throw notFound(`no delivery ${ctx.params.deliveryId}`, 'deliveryId')
+    return { status: 200, body: deliveryView(x, true) }
+  })
+
+  route('POST', '/:id/recover', 'platform:write', async (ctx) => {
+    const c = load(ctx)
+    const since = ctx.query.get('since')
+    if (!since || !isDateTime(since)) throw invalid('invalid_parameter', 'since is required: an ISO-8601 date-time', 'since')
+    const ids = await engine.queue.recover(c.id, Date.parse(since), host.now())
+    engine.kick()
+    return { status: 202, body: { requeued: ids.length, deliveryIds: ids } }
+  })
+}

@@ -1,0 +1,80 @@
+import { Type, type Static } from '@sinclair/typebox'
+import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import { DeliveryEngine } from '../../webhooks/engine.js'
+import { mountExportConfigurationRoutes } from './api.js'
+import { SecretBox } from './secrets.js'
+import { ExportConfigStore } from './store.js'
+
+const schema = Type.Object(
+  {
+    master_key: Type.String({
+      default: '',
+      description: 'Encrypts signing secrets at rest (AES-256-GCM) when set, e.g. ${env:METERD_MASTER_KEY}; empty = stored unencrypted',
+    }),
+    allow_private_destinations: Type.Array(Type.String(), {
+      default: [],
+      description: 'Addresses or CIDRs (127.0.0.1, 10.0.0.0/8) webhooks may reach although private, loopback or link-local',
+    }),
+    retry_schedule_seconds: Type.Array(Type.Number({ minimum: 0 }), {
+      default: [0, 5, 300, 1800, 7200, 18000, 36000, 36000],
+      minItems: 1,
+      description: 'Delay before each attempt (the first is usually 0 = at once); after the last attempt fails, the delivery is dead-lettered',
+    }),
+    retry_jitter: Type.Number({ default: 0.2, minimum: 0, maximum: 1, description: 'Each retry delay is stretched by up to this fraction, at random' }),
+    timeout_ms: Type.Integer({ default: 15000, minimum: 100, maximum: 60000, description: 'Default per-attempt timeout (a configuration may set its own)' }),
+    max_concurrency_per_endpoint: Type.Integer({ default: 4, minimum: 1, maximum: 256, description: 'Attempts in flight at once per destination origin' }),
+    poll_interval_ms: Type.Integer({ default: 1000, minimum: 10, description: 'How often due retries and batch deadlines are checked' }),
+    max_retry_after_seconds: Type.Integer({ default: 86400, minimum: 1, description: 'Upper bound on a receiver\'s Retry-After' }),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+/**
+ * Export configurations (webhooks, DESIGN §7): the CRUD and signing API under
+ * /{api_prefix}/v2/api/export-configurations, and the delivery engine that every
+ * webhook delivery — usage events from the `webhook` exporter, test events — goes through.
+ */
+export class ExportConfigurations implements Component {
+  store?: ExportConfigStore
+  engine?: DeliveryEngine
+
+  constructor(private readonly settings: CreateSettings, private readonly config: Config) {}
+
+  async start(host: Host): Promise<void> {
+    const box = new SecretBox(this.config.master_key || undefined)
+    this.store = new ExportConfigStore(host.store, box)
+    this.engine = new DeliveryEngine(
+      host.store,
+      this.store,
+      {
+        retryScheduleMs: this.config.retry_schedule_seconds.map((s) => Math.round(s * 1000)),
+        jitterRatio: this.config.retry_jitter,
+        timeoutMs: this.config.timeout_ms,
+        maxConcurrencyPerEndpoint: this.config.max_concurrency_per_endpoint,
+        pollIntervalMs: this.config.poll_interval_ms,
+        maxRetryAfterMs: this.config.max_retry_after_seconds * 1000,
+        vendorWord: host.server.vendor_word,
+        allowPrivateDestinations: this.config.allow_private_destinations,
+      },
+      () => host.now(),
+      this.settings.logger,
+      host.registry,
+    )
+    mountExportConfigurationRoutes({ host, store: this.store, engine: this.engine, defaultTimeoutMs: this.config.timeout_ms })
+    this.engine.start()
+    this.settings.logger.info({ encryptedSecrets: box.encrypting, pending: this.engine.queue.depth }, 'webhook delivery engine started')
+  }
+
+  async shutdown(): Promise<void> {
+    await this.engine?.stop()
+  }
+}
+
+export const exportconfigsFactory: ExtensionFactory<typeof schema> = {
+  kind: 'extension',
+  type: 'exportconfigs',
+  description: 'Export configurations (webhooks): CRUD, signing-secret rotation, test events and the durable delivery engine',
+  schema,
+  create: (settings, config) => new ExportConfigurations(settings, config),
+}

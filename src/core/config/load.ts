@@ -75,6 +75,7 @@ function expandEnv(value: Json, path: string, env: NodeJS.ProcessEnv, issues: Co
       // A scalar that is exactly one reference takes the type its value has in YAML
       // (`port: ${env:PORT:-8080}` is a number), as in the Collector.
       const text = resolve(whole[1], whole[2])
+      if (text.trim() === '') return text // an empty default means an empty string, not YAML's null
       try {
         const typed = parseYaml(text) as Json
         return typeof typed === 'object' && typed !== null ? text : typed

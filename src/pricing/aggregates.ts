@@ -1,0 +1,178 @@
+import { createHash } from 'node:crypto'
+import type { Database } from 'lmdb'
+import type { Store } from '../store/store.js'
+import { Decimal, SCALE, ZERO, dec, money, parseQuantity, type Decimal as D } from './money.js'
+import { periodCharge, type PricingElement } from './tiers.js'
+
+/** Running statistics of one element over one billing period and scope. */
+export interface Aggregate {
+  /** Events (COUNT). */
+  n: number
+  /** Events that carried a usable value (the AVERAGE's denominator). */
+  nv: number
+  sum: string
+  max: string
+  /** Distinct values seen (DISTINCT); the values themselves live in `tool-distinct`. */
+  distinct: number
+}
+
+const EMPTY: Aggregate = { n: 0, nv: 0, sum: '0', max: '0', distinct: 0 }
+
+/** What an event contributed, remembered so a retried batch is never counted twice. */
+export interface Applied {
+  recordId: string
+  at: number
+  /** Cost per element (C(after) − C(before)), decimal strings. */
+  parts: Record<string, string>
+  quantities: Record<string, string>
+}
+
+/** One tool event to apply: its aggregate key prefix (scope + period) and the tool's elements. */
+export interface ToolCharge {
+  recordId: string
+  /** `account\0transactionId` when the event has one, else undefined (then the record id is the key). */
+  dedupKey?: string
+  /** [team, ...scope values, toolId, period]. */
+  scope: string[]
+  elements: PricingElement[]
+  usageMetadata: Record<string, unknown> | undefined
+}
+
+type Key = string[]
+
+/** The quantity an element's aggregate stands for: C is taken of this. */
+export function quantityOf(el: PricingElement, a: Aggregate): D {
+  switch (el.aggregationType) {
+    case 'COUNT':
+      return new Decimal(a.n)
+    case 'SUM':
+      return new Decimal(a.sum)
+    case 'MAXIMUM':
+      return new Decimal(a.max)
+    case 'DISTINCT':
+      return new Decimal(a.distinct)
+    case 'AVERAGE':
+      return a.nv === 0 ? ZERO : new Decimal(a.sum).div(a.nv).toDecimalPlaces(SCALE, Decimal.ROUND_HALF_EVEN)
+  }
+}
+
+function distinctToken(v: unknown): string {
+  const s = typeof v === 'string' ? 's:' + v : 'j:' + JSON.stringify(v)
+  return s.length > 200 ? 'h:' + createHash('sha256').update(s).digest('hex') : s
+}
+
+/**
+ * Period aggregates of tool pricing elements, in LMDB (DESIGN §6). Every update is a
+ * read-modify-write inside one LMDB write transaction; lmdb-js serialises those (and LMDB
+ * itself across processes), so concurrent events for one scope never lose an update.
+ */
+export class ToolAggregates {
+  readonly aggregates: Database<Aggregate, Key>
+  readonly distinct: Database<1, Key>
+  readonly applied: Database<Applied, Key>
+
+  constructor(private readonly store: Store) {
+    this.aggregates = store.db<Key, Aggregate>('tool-aggregates')
+    this.distinct = store.db<Key, 1>('tool-distinct')
+    this.applied = store.db<Key, Applied>('tool-applied')
+  }
+
+  appliedKey(c: Pick<ToolCharge, 'recordId' | 'dedupKey'>): Key {
+    return c.dedupKey !== undefined ? ['tx', c.dedupKey] : ['id', c.recordId]
+  }
+
+  /**
+   * Applies each charge and returns its per-element costs, in order. Must run inside a write
+   * transaction (see `apply`, or the caller's own, as `meterd reprice` does to update the record
+   * in the same transaction). A charge already applied returns what it cost the first time.
+   */
+  applyInTransaction(charges: ToolCharge[], now: number, count = true): Applied[] {
+    const out: Applied[] = []
+    for (const c of charges) {
+      const ak = this.appliedKey(c)
+      const prior = this.applied.get(ak)
+      if (prior) {
+        out.push(prior)
+        continue
+      }
+      const applied: Applied = { recordId: c.recordId, at: now, parts: {}, quantities: {} }
+      for (const el of c.elements) {
+        const key = [...c.scope, el.name]
+        const before = this.aggregates.get(key) ?? EMPTY
+        const after = this.next(key, el, before, c.usageMetadata)
+        const qBefore = quantityOf(el, before)
+        const qAfter = quantityOf(el, after)
+        applied.parts[el.name] = money(periodCharge(el, qAfter).minus(periodCharge(el, qBefore)))
+        applied.quantities[el.name] = money(qAfter.minus(qBefore))
+        if (count) this.aggregates.put(key, after)
+      }
+      if (count) this.applied.put(ak, applied)
+      out.push(applied)
+    }
+    return out
+  }
+
+  /** Applies charges in their own write transaction; resolves once committed (flushed with the record). */
+  apply(charges: ToolCharge[], now: number): Promise<Applied[]> {
+    let result: Applied[] = []
+    return this.store.root.transaction(() => {
+      result = this.applyInTransaction(charges, now)
+    }).then(() => result)
+  }
+
+  private next(key: Key, el: PricingElement, a: Aggregate, meta: Record<string, unknown> | undefined): Aggregate {
+    const n: Aggregate = { ...a, n: a.n + 1 }
+    if (el.aggregationType === 'COUNT') return n
+    const raw = meta?.[el.name]
+    if (el.aggregationType === 'DISTINCT') {
+      if (raw === undefined || raw === null) return n
+      const dk = [...key, distinctToken(raw)]
+      if (this.distinct.get(dk) === undefined) {
+        this.distinct.put(dk, 1)
+        n.distinct = a.distinct + 1
+      }
+      return n
+    }
+    const v = parseQuantity(raw)
+    if (v === undefined) return n
+    n.nv = a.nv + 1
+    n.sum = dec(a.sum).plus(v).toFixed()
+    if (v.gt(a.max)) n.max = v.toFixed()
+    return n
+  }
+
+  /** The current aggregate of an element (tests and reports). */
+  get(scope: string[], element: string): Aggregate {
+    return this.aggregates.get([...scope, element]) ?? EMPTY
+  }
+
+  /** Forgets applied-event entries older than `ttlMs` (they only guard retries). */
+  async sweep(now: number, ttlMs: number): Promise<number> {
+    let n = 0
+    await this.store.root.transaction(() => {
+      for (const { key, value } of this.applied.getRange({})) if (now - value.at >= ttlMs) this.applied.remove(key), n++
+    })
+    return n
+  }
+}
+
+/** The billing period an event time falls in, UTC. */
+export type BillingPeriod = 'month' | 'week' | 'day' | 'year'
+
+export function periodOf(eventTime: string, unit: BillingPeriod): string {
+  const d = new Date(eventTime)
+  const iso = d.toISOString()
+  switch (unit) {
+    case 'year':
+      return iso.slice(0, 4)
+    case 'month':
+      return iso.slice(0, 7)
+    case 'day':
+      return iso.slice(0, 10)
+    case 'week': {
+      // ISO week starting Monday, named by its Monday.
+      const day = (d.getUTCDay() + 6) % 7
+      return 'W' + new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() - day)).toISOString().slice(0, 10)
+    }
+  }
+}

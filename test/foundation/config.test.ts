@@ -100,6 +100,8 @@ t.test('env expansion, defaults and deep merge of several files', async (t) => {
   t.same(merged.server, { endpoint: '127.0.0.1:1', api_prefix: 'b-z', max_body_bytes: 2048 }, 'merged; a whole-value reference is typed')
   t.equal(merged.storage.path, 'x')
   t.throws(() => loadConfigFiles([a], {}), /server\.endpoint: environment variable EP is not set/)
+  const empty = writeConfig(dir, { storage: { path: '${env:NOPE:-}' } }, 'empty.yaml')
+  t.equal((loadConfigFiles([empty], {}) as any).storage.path, '', 'an empty default is an empty string, not null')
   const broken = writeConfig(dir, {}, 'broken.yaml')
   await import('node:fs').then((fs) => fs.writeFileSync(broken, 'server: [unclosed'))
   t.throws(() => loadConfigFiles([broken], {}), /broken\.yaml/)

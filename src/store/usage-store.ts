@@ -38,6 +38,7 @@ export interface ListResult {
 //   ['x', team, kind, transactionId, id]    by transactionId
 //   ['r', team, kind, traceId, id]          by traceId
 //   ['o', team, toolId, eventTime, id]      a team's tool events per tool, by time
+//   ['u', team, kind, eventTime, id]        records stored unpriced (`meterd reprice` removes the entry)
 type IndexKey = (string | number)[]
 
 const LOW = '' // sorts before every string
@@ -167,6 +168,11 @@ export class UsageStore {
   }
 }
 
+/** The index entry of a record stored unpriced (src/pricing/reprice.ts lists and clears these). */
+export function unpricedKey(r: UsageRecord): IndexKey {
+  return ['u', r.caller.team, r.kind, r.eventTime, r.id]
+}
+
 function indexKeys(r: UsageRecord): IndexKey[] {
   const team = r.caller.team
   const keys: IndexKey[] = [['t', team, r.kind, r.eventTime, r.id]]
@@ -174,5 +180,6 @@ function indexKeys(r: UsageRecord): IndexKey[] {
   if (typeof tx === 'string' && tx !== '') keys.push(['x', team, r.kind, tx, r.id])
   if (r.attribution.traceId) keys.push(['r', team, r.kind, r.attribution.traceId, r.id])
   if (r.kind === 'tool') keys.push(['o', team, r.body.toolId, r.eventTime, r.id])
+  if (r.cost?.source === 'unpriced') keys.push(unpricedKey(r))
   return keys
 }

@@ -76,6 +76,10 @@ export function parseJson(buf: Buffer, maxDepth: number): unknown {
 
 /** A linear scan of brackets outside strings; cheap next to JSON.parse itself. */
 function exceedsDepth(text: string, max: number): boolean {
+  // Fast path for the usual small record: nesting can never be deeper than the number of
+  // `{` and `[` in the text (counted natively with indexOf, strings included), so with at
+  // most `max` of them the character scan below cannot find anything.
+  if (openingBrackets(text, max + 1) <= max) return false
   let depth = 0
   let inString = false
   for (let i = 0; i < text.length; i++) {
@@ -89,4 +93,12 @@ function exceedsDepth(text: string, max: number): boolean {
     } else if (c === 125 || c === 93) depth--
   }
   return false
+}
+
+/** How many `{` and `[` the text holds, counting no further than `stopAt`. */
+function openingBrackets(text: string, stopAt: number): number {
+  let n = 0
+  for (let i = text.indexOf('{'); i !== -1 && n < stopAt; i = text.indexOf('{', i + 1)) n++
+  for (let i = text.indexOf('['); i !== -1 && n < stopAt; i = text.indexOf('[', i + 1)) n++
+  return n
 }

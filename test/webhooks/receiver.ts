@@ -14,7 +14,8 @@ export interface Received {
   json: any
 }
 
-export type Responder = (r: Received) => { status: number; headers?: Record<string, string> } | 'hang'
+type Answer = { status: number; headers?: Record<string, string> }
+export type Responder = (r: Received) => Answer | 'hang' | Promise<Answer>
 
 export interface Receiver {
   url: string
@@ -49,18 +50,19 @@ export async function startReceiver(t: Teardown, respond: Responder = () => ({ s
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (c) => chunks.push(c))
-    req.on('end', () => {
+    req.on('end', async () => {
       const body = Buffer.concat(chunks)
       let json: any
       try {
         json = JSON.parse(body.toString('utf8'))
       } catch {}
       const rec = { headers: req.headers, body, json }
-      const answer = r.respond(rec)
-      if (answer === 'hang') {
+      const pending = r.respond(rec)
+      if (pending === 'hang') {
         hung.push(() => res.destroy())
         return
       }
+      const answer = await pending
       r.received.push(rec)
       res.writeHead(answer.status, answer.headers ?? {})
       res.end()

@@ -6,7 +6,9 @@ import { webhookFactory } from './exporters/webhook/index.js'
 import { apikeysFactory } from './extensions/apikeys/index.js'
 import { exportconfigsFactory } from './extensions/exportconfigs/index.js'
 import { ratelimitFactory } from './extensions/ratelimit/index.js'
+import { toolsFactory } from './extensions/tools/index.js'
 import { attributionFactory } from './processors/attribution/index.js'
+import { pricingFactory } from './processors/pricing/index.js'
 import { validateFactory } from './processors/validate/index.js'
 import { meteringFactory } from './receivers/metering/index.js'
 
@@ -15,6 +17,7 @@ export const FACTORIES: readonly Factory[] = [
   meteringFactory,
   validateFactory,
   attributionFactory,
+  pricingFactory,
   lmdbFactory,
   debugFactory,
   forwardFactory,
@@ -22,4 +25,5 @@ export const FACTORIES: readonly Factory[] = [
   webhookFactory,
   exportconfigsFactory,
   ratelimitFactory,
+  toolsFactory,
 ]

@@ -1,4 +1,4 @@
-import DecimalJs from 'decimal.js'
+import { Decimal as DecimalJs } from 'decimal.js'
 
 /**
  * Money is exact (DESIGN §2): decimal arithmetic with 60 significant digits, so sums,

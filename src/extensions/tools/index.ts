@@ -1,0 +1,91 @@
+import { Type, type Static } from '@sinclair/typebox'
+import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import { ApiError } from '../../core/errors.js'
+import { ToolRegistry, type DeclaredTool } from './registry.js'
+import { mountToolRoutes } from './routes.js'
+import { parseToolSpec } from './tool.js'
+
+const Price = Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: '^\\d+(\\.\\d+)?$' })])
+
+// Declared tools are checked again at start by the same validator as the API (field paths included).
+const DeclaredToolSchema = Type.Object(
+  {
+    team: Type.String({ default: '*', description: "The team the tool belongs to; '*' (default) for every team" }),
+    toolId: Type.String({ pattern: '^[A-Za-z0-9_-]+$' }),
+    name: Type.String(),
+    toolType: Type.String({ description: 'SDK, MCP_SERVER, AI_SERVICE, REST_API, LOCAL_FUNCTION, CUSTOM (also MULTIMODAL, TOOL_CALL)' }),
+    description: Type.Optional(Type.String()),
+    toolProvider: Type.Optional(Type.String()),
+    version: Type.Optional(Type.String()),
+    enabled: Type.Optional(Type.Boolean({ default: true })),
+    pricing: Type.Optional(
+      Type.Object(
+        {
+          currency: Type.Optional(Type.Literal('USD')),
+          elements: Type.Array(
+            Type.Object(
+              {
+                name: Type.String(),
+                unitPrice: Type.Optional(Price),
+                aggregationType: Type.String({ description: 'SUM, COUNT, AVERAGE, MAXIMUM or DISTINCT' }),
+                tiersMode: Type.Optional(Type.String({ description: 'volume (default) or graduated' })),
+                tiers: Type.Optional(Type.Array(Type.Object({ upTo: Type.Union([Type.Number({ exclusiveMinimum: 0 }), Type.Null()]), unitPrice: Price }))),
+              },
+              { additionalProperties: false },
+            ),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+const schema = Type.Object(
+  {
+    api: Type.Boolean({ default: true, description: 'Serve /{api_prefix}/v2/api/tools (CRUD, by-tool-id, restore, unpriced-events)' }),
+    tools: Type.Array(DeclaredToolSchema, { default: [], description: 'Operator-managed tools (configSource YAML); PUT through the API makes them MERGED' }),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+/** Parses the declared tools with the API's own validator, so both say the same about a bad tool. */
+export function declaredTools(config: Pick<Config, 'tools'>): DeclaredTool[] {
+  return config.tools.map((t, i) => {
+    const { team, ...body } = t
+    try {
+      return { team: team ?? '*', spec: parseToolSpec(body) }
+    } catch (err) {
+      const e = err as ApiError
+      throw new Error(`extensions.tools.tools[${i}]${e.param ? '.' + e.param : ''}: ${e.message}`)
+    }
+  })
+}
+
+/**
+ * The tool registry extension (SPEC Tool): owns the registry and mounts its routes. The pricing
+ * processor finds it through the host to price tool events.
+ */
+export class ToolsExtension implements Component {
+  registry?: ToolRegistry
+
+  constructor(private readonly settings: CreateSettings, private readonly config: Config) {}
+
+  async start(host: Host): Promise<void> {
+    this.registry = new ToolRegistry(host.store, declaredTools(this.config), new Date(host.now()).toISOString())
+    if (this.config.api) mountToolRoutes(host, this.registry)
+    this.settings.logger.debug({ declared: this.config.tools.length }, 'tool registry ready')
+  }
+
+  async shutdown(): Promise<void> {}
+}
+
+export const toolsFactory: ExtensionFactory<typeof schema> = {
+  kind: 'extension',
+  type: 'tools',
+  description: 'The tool registry: /{api_prefix}/v2/api/tools and tools declared in YAML',
+  schema,
+  create: (settings, config) => new ToolsExtension(settings, config),
+}

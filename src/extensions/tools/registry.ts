@@ -1,0 +1,186 @@
+import type { Database } from 'lmdb'
+import { conflict, notFound, ApiError } from '../../core/errors.js'
+import { newId } from '../../core/ids.js'
+import type { Store } from '../../store/store.js'
+import { parseToolSpec, type Tool, type ToolSpec } from './tool.js'
+
+/** A tool declared in the YAML config: for every team (`team: '*'`, the default) or one. */
+export interface DeclaredTool {
+  team: string
+  spec: ToolSpec
+}
+
+type Key = string[]
+const ANY_TEAM = '*'
+
+/**
+ * The tool registry (SPEC Tool), per team. Tools created through the API live in LMDB
+ * (`tools`: [team, id] → Tool; `tool-ids`: [team, toolId] → id for live tools, which makes
+ * toolId unique per team). Tools declared in the YAML config are read-only through the API
+ * except by PUT, which stores an overlay in LMDB: the result shows `configSource: MERGED`.
+ * Nothing is cached: a change by one process is seen by the next lookup of every other.
+ */
+export class ToolRegistry {
+  private readonly tools: Database<Tool, Key>
+  private readonly ids: Database<string, Key>
+  /** toolId → declaration, per team key ('*' for all). */
+  private readonly declared = new Map<string, Map<string, DeclaredTool>>()
+
+  constructor(private readonly store: Store, declared: DeclaredTool[] = [], private readonly startedAt = new Date(0).toISOString()) {
+    this.tools = store.db<Key, Tool>('tools')
+    this.ids = store.db<Key, string>('tool-ids')
+    for (const d of declared) {
+      let m = this.declared.get(d.team)
+      if (!m) this.declared.set(d.team, (m = new Map()))
+      m.set(d.spec.toolId, d)
+    }
+  }
+
+  static yamlId(toolId: string): string {
+    return `yaml-${toolId}`
+  }
+
+  private declaration(team: string, toolId: string): DeclaredTool | undefined {
+    return this.declared.get(team)?.get(toolId) ?? this.declared.get(ANY_TEAM)?.get(toolId)
+  }
+
+  private fromYaml(team: string, d: DeclaredTool): Tool {
+    return { ...d.spec, id: ToolRegistry.yamlId(d.spec.toolId), team, configSource: 'YAML', created: this.startedAt, updated: this.startedAt, revision: 0 }
+  }
+
+  /** The live tool a team's events with this toolId are priced by. */
+  byToolId(team: string, toolId: string): Tool | undefined {
+    const id = this.ids.get([team, toolId])
+    if (id !== undefined) {
+      const t = this.tools.get([team, id])
+      if (t && !t.deleted) return t
+    }
+    const d = this.declaration(team, toolId)
+    return d ? this.fromYaml(team, d) : undefined
+  }
+
+  /** A tool by its id, including a deleted one (for restore) when `withDeleted`. */
+  get(team: string, id: string, withDeleted = false): Tool | undefined {
+    const t = this.tools.get([team, id])
+    if (t && (!t.deleted || withDeleted)) return t
+    if (t) return undefined
+    if (id.startsWith('yaml-')) {
+      const d = this.declaration(team, id.slice(5))
+      if (d) return this.fromYaml(team, d)
+    }
+    return undefined
+  }
+
+  /** A team's tools, sorted by toolId: its own and the YAML ones (an overlay shown once, MERGED). */
+  list(team: string, opts: { withDeleted?: boolean } = {}): Tool[] {
+    const out = new Map<string, Tool>()
+    const deleted: Tool[] = []
+    for (const { value } of this.tools.getRange({ start: [team], end: [team, '\uffff'] })) {
+      if (value.deleted) {
+        if (opts.withDeleted) deleted.push(value)
+      } else out.set(value.toolId, value)
+    }
+    for (const m of [this.declared.get(ANY_TEAM), this.declared.get(team)]) {
+      for (const d of m?.values() ?? []) if (!out.has(d.spec.toolId)) out.set(d.spec.toolId, this.fromYaml(team, d))
+    }
+    return [...out.values(), ...deleted].sort((a, b) => (a.toolId < b.toolId ? -1 : a.toolId > b.toolId ? 1 : a.id < b.id ? -1 : 1))
+  }
+
+  async create(team: string, body: unknown, now: number): Promise<Tool> {
+    const spec = parseToolSpec(body)
+    const at = new Date(now).toISOString()
+    const tool: Tool = { ...spec, id: newId(now), team, configSource: 'DATABASE', created: at, updated: at, revision: 1 }
+    if (this.declaration(team, spec.toolId)) throw duplicate(spec.toolId)
+    let ok = false
+    await this.store.durable(
+      this.tools.transaction(() => {
+        if (this.ids.get([team, spec.toolId]) !== undefined) return
+        this.tools.put([team, tool.id], tool)
+        this.ids.put([team, spec.toolId], tool.id)
+        ok = true
+      }),
+    )
+    if (!ok) throw duplicate(spec.toolId)
+    return tool
+  }
+
+  /**
+   * PUT: the body's fields over the current ones (the CLI sends the whole tool back), validated
+   * as a whole. On a YAML tool this stores an overlay (MERGED); its toolId cannot change.
+   */
+  async update(team: string, id: string, body: unknown, now: number): Promise<Tool> {
+    const current = this.get(team, id)
+    if (!current) throw notFound(`no tool with id ${id}`, 'id')
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ApiError(400, 'invalid_request_error', 'invalid_body', 'the body must be a JSON object')
+    const merged = { ...specOf(current), ...(body as Record<string, unknown>) }
+    if (current.configSource !== 'DATABASE' && merged.toolId !== current.toolId)
+      throw new ApiError(400, 'invalid_request_error', 'invalid_field', 'toolId of a tool declared in the config cannot change', { param: 'toolId' })
+    const spec = parseToolSpec(merged)
+    const at = new Date(now).toISOString()
+    const next: Tool = {
+      ...spec,
+      id: current.id,
+      team,
+      configSource: current.configSource === 'DATABASE' ? 'DATABASE' : 'MERGED',
+      created: current.created,
+      updated: at,
+      revision: current.revision + 1,
+    }
+    let clash = false
+    await this.store.durable(
+      this.tools.transaction(() => {
+        const owner = this.ids.get([team, spec.toolId])
+        if (owner !== undefined && owner !== id) return void (clash = true)
+        if (spec.toolId !== current.toolId && this.declaration(team, spec.toolId)) return void (clash = true)
+        if (spec.toolId !== current.toolId) this.ids.remove([team, current.toolId])
+        this.tools.put([team, id], next)
+        this.ids.put([team, spec.toolId], id)
+      }),
+    )
+    if (clash) throw duplicate(spec.toolId)
+    return next
+  }
+
+  /** Soft delete: the tool leaves the registry (its events go unpriced) until restored. */
+  async remove(team: string, id: string, now: number): Promise<Tool> {
+    const current = this.get(team, id)
+    if (!current) throw notFound(`no tool with id ${id}`, 'id')
+    if (current.configSource !== 'DATABASE') throw declaredInConfig(current.toolId)
+    const gone: Tool = { ...current, deleted: new Date(now).toISOString(), updated: new Date(now).toISOString(), revision: current.revision + 1 }
+    await this.store.durable(
+      this.tools.transaction(() => {
+        this.tools.put([team, id], gone)
+        if (this.ids.get([team, current.toolId]) === id) this.ids.remove([team, current.toolId])
+      }),
+    )
+    return gone
+  }
+
+  async restore(team: string, id: string, now: number): Promise<Tool> {
+    const current = this.get(team, id, true)
+    if (!current) throw notFound(`no tool with id ${id}`, 'id')
+    if (!current.deleted) return current
+    const { deleted: _, ...rest } = current
+    const back: Tool = { ...rest, updated: new Date(now).toISOString(), revision: current.revision + 1 }
+    if (this.declaration(team, current.toolId)) throw duplicate(current.toolId)
+    let clash = false
+    await this.store.durable(
+      this.tools.transaction(() => {
+        if (this.ids.get([team, current.toolId]) !== undefined) return void (clash = true)
+        this.tools.put([team, id], back)
+        this.ids.put([team, current.toolId], id)
+      }),
+    )
+    if (clash) throw duplicate(current.toolId)
+    return back
+  }
+}
+
+function specOf(t: Tool): Record<string, unknown> {
+  const { id: _i, team: _t, configSource: _c, created: _cr, updated: _u, revision: _r, deleted: _d, ...spec } = t
+  return spec
+}
+
+const duplicate = (toolId: string) => conflict('duplicate_tool_id', `a tool with toolId "${toolId}" already exists in this team`)
+const declaredInConfig = (toolId: string) =>
+  conflict('tool_declared_in_config', `tool "${toolId}" is declared in the YAML config; remove it there (PUT may change it)`)

@@ -1,0 +1,108 @@
+import type { Host } from '../../core/component.js'
+import { invalid, notFound } from '../../core/errors.js'
+import { toResource, checkTeam, paging } from '../../exporters/lmdb/read-api.js'
+import type { Reply, RequestContext } from '../../http/server.js'
+import { isDateTime } from '../../model/schemas.js'
+import type { UsageRecord } from '../../model/usage-record.js'
+import type { ToolRegistry } from './registry.js'
+import { toToolResource, type Tool } from './tool.js'
+
+/** The HAL list name of tools; `?format=array` answers a plain array instead (wire-contract §3.2). */
+const LIST_NAME = 'toolResourceList'
+
+function hal(name: string, items: unknown[], total: number, page: number, size: number): unknown {
+  return { _embedded: { [name]: items }, page: { size, totalElements: total, totalPages: Math.ceil(total / size), number: page } }
+}
+
+function listTools(reg: ToolRegistry, ctx: RequestContext): Reply {
+  const team = checkTeam(ctx)
+  const { page, size } = paging(ctx)
+  let tools: Tool[] = reg.list(team, { withDeleted: ctx.query.get('includeDeleted') === 'true' })
+  const type = ctx.query.get('toolType')
+  if (type) tools = tools.filter((t) => t.toolType === type.toUpperCase())
+  const enabled = ctx.query.get('enabled')
+  if (enabled === 'true' || enabled === 'false') tools = tools.filter((t) => t.enabled === (enabled === 'true'))
+  const slice = tools.slice(page * size, page * size + size).map(toToolResource)
+  if (ctx.query.get('format') === 'array') return { status: 200, body: slice }
+  return { status: 200, body: hal(LIST_NAME, slice, tools.length, page, size) }
+}
+
+function timeParam(ctx: RequestContext, name: string): string | undefined {
+  const v = ctx.query.get(name)
+  if (v === null || v === '') return undefined
+  if (!isDateTime(v)) throw invalid('invalid_parameter', `${name} must be an ISO-8601 date-time`, name)
+  return new Date(v).toISOString()
+}
+
+/** Tool events stored unpriced (unknown toolId), newest first, for the caller's team. */
+function listUnpriced(host: Host, ctx: RequestContext): Reply {
+  const team = checkTeam(ctx)
+  const { page, size } = paging(ctx)
+  const from = timeParam(ctx, 'from')
+  const to = timeParam(ctx, 'to')
+  const toolId = ctx.query.get('toolId') || undefined
+  const { index, records } = host.store.usage
+  const out: UsageRecord[] = []
+  let total = 0
+  for (const key of index.getKeys({ start: ['u', team, 'tool', to ?? '\uffff'], end: ['u', team, 'tool', from ?? ''], reverse: true })) {
+    if (to !== undefined && key[3] === to) continue
+    const r = records.get(key[4] as string)
+    if (!r || r.kind !== 'tool' || (toolId !== undefined && r.body.toolId !== toolId)) continue
+    if (total >= page * size && out.length < size) out.push(r)
+    total++
+  }
+  return { status: 200, body: hal('toolEventMetricResourceList', out.map(toResource), total, page, size) }
+}
+
+/**
+ * `/{api_prefix}/v2/api/tools` (platform bucket): CRUD, by-tool-id, restore, and the list of
+ * tool events stored unpriced. Reads need platform:read, writes platform:write; every call is
+ * scoped to the key's team (another team's tool is a 404).
+ */
+export function mountToolRoutes(host: Host, reg: ToolRegistry): void {
+  const base = `/${host.server.api_prefix}/v2/api/tools`
+  const id = (ctx: RequestContext) => ctx.params.id
+  const now = () => host.now()
+  const one = (t: Tool | undefined, what: string): Reply => {
+    if (!t) throw notFound(`no tool with ${what}`)
+    return { status: 200, body: toToolResource(t) }
+  }
+  const route = host.http.route.bind(host.http)
+  route({ method: 'GET', path: base, scope: 'platform:read', handler: (ctx) => listTools(reg, ctx) })
+  route({
+    method: 'POST',
+    path: base,
+    scope: 'platform:write',
+    handler: async (ctx) => ({ status: 201, body: toToolResource(await reg.create(checkTeam(ctx), await ctx.json(), now())) }),
+  })
+  route({ method: 'GET', path: `${base}/unpriced-events`, scope: 'platform:read', handler: (ctx) => listUnpriced(host, ctx) })
+  route({
+    method: 'GET',
+    path: `${base}/by-tool-id/:toolId`,
+    scope: 'platform:read',
+    handler: (ctx) => one(reg.byToolId(checkTeam(ctx), ctx.params.toolId), `toolId ${ctx.params.toolId}`),
+  })
+  route({ method: 'GET', path: `${base}/:id`, scope: 'platform:read', handler: (ctx) => one(reg.get(checkTeam(ctx), id(ctx)), `id ${id(ctx)}`) })
+  route({
+    method: 'PUT',
+    path: `${base}/:id`,
+    scope: 'platform:write',
+    handler: async (ctx) => {
+      const team = checkTeam(ctx)
+      if (!reg.get(team, id(ctx))) throw notFound(`no tool with id ${id(ctx)}`)
+      return { status: 200, body: toToolResource(await reg.update(team, id(ctx), await ctx.json(), now())) }
+    },
+  })
+  route({
+    method: 'DELETE',
+    path: `${base}/:id`,
+    scope: 'platform:write',
+    handler: async (ctx) => ({ status: 200, body: toToolResource(await reg.remove(checkTeam(ctx), id(ctx), now())) }),
+  })
+  route({
+    method: 'POST',
+    path: `${base}/:id/restore`,
+    scope: 'platform:write',
+    handler: async (ctx) => ({ status: 200, body: toToolResource(await reg.restore(checkTeam(ctx), id(ctx), now())) }),
+  })
+}

@@ -1,0 +1,64 @@
+import type { Tool } from '../extensions/tools/tool.js'
+import { toolPriceVersion } from '../extensions/tools/tool.js'
+import type { Cost, ToolRecord } from '../model/usage-record.js'
+import { ZERO, dec, money } from './money.js'
+import { periodOf, type Applied, type BillingPeriod, type ToolCharge } from './aggregates.js'
+
+/** The dimensions a period aggregate may be scoped by (processor config `tools.scope`). */
+export const SCOPE_DIMENSIONS = [
+  'account', 'tenant', 'team', 'environment', 'organizationName', 'productName', 'subscriberId',
+  'subscriberCredentialName', 'agent', 'workflowId', 'traceId', 'subscriptionId',
+] as const
+export type ScopeDimension = (typeof SCOPE_DIMENSIONS)[number]
+
+export interface ToolPricingOptions {
+  billingPeriod: BillingPeriod
+  scope: readonly ScopeDimension[]
+}
+
+function dimension(r: ToolRecord, d: ScopeDimension): string {
+  switch (d) {
+    case 'account':
+    case 'tenant':
+    case 'team':
+      return r.caller[d]
+    default:
+      return r.attribution[d]
+  }
+}
+
+/** What an event adds to its tool's period aggregates: scope + period key, the elements, the values. */
+export function toolCharge(r: ToolRecord, tool: Tool, o: ToolPricingOptions): ToolCharge {
+  const tx = r.body.transactionId
+  return {
+    recordId: r.id,
+    dedupKey: typeof tx === 'string' && tx !== '' ? `${r.caller.account}\0${tx}` : undefined,
+    // The scope's own shape leads the key, so changing `scope` starts new aggregates, never mixes them.
+    scope: [o.scope.join(','), ...o.scope.map((d) => dimension(r, d)), tool.toolId, periodOf(r.eventTime, o.billingPeriod)],
+    elements: tool.pricing.elements,
+    usageMetadata: r.body.usageMetadata ?? undefined,
+  }
+}
+
+/** The record's cost from what its charge moved: Σ C(after) − C(before), or the client's costUsd. */
+export function toolCost(r: ToolRecord, tool: Tool, applied: Applied): Cost {
+  const priceVersion = toolPriceVersion(tool)
+  if (typeof r.body.costUsd === 'number') {
+    // costUsd overrides the cost; the quantities were still counted (DESIGN §6).
+    return { currency: 'USD', total: money(dec(r.body.costUsd)), parts: {}, source: 'client', priceVersion, quantities: applied.quantities }
+  }
+  let total = ZERO
+  for (const v of Object.values(applied.parts)) total = total.plus(v)
+  return { currency: 'USD', total: money(total), parts: { ...applied.parts }, source: 'registry', priceVersion, quantities: applied.quantities }
+}
+
+export const unknownTool = (): Cost => ({ currency: 'USD', total: '0', parts: {}, source: 'unpriced', note: 'unknown_tool' })
+export const disabledTool = (tool: Tool): Cost => ({
+  currency: 'USD',
+  total: '0',
+  parts: {},
+  source: 'skipped',
+  note: 'tool_disabled',
+  metered: false,
+  priceVersion: toolPriceVersion(tool),
+})

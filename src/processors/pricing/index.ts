@@ -1,0 +1,177 @@
+import { existsSync } from 'node:fs'
+import { isAbsolute, join, resolve } from 'node:path'
+import { Type, type Static } from '@sinclair/typebox'
+import type { Counter } from 'prom-client'
+import type { CreateSettings, Host, ProcessorFactory } from '../../core/component.js'
+import type { Batch, Consumer } from '../../core/consumer.js'
+import { RetryableError } from '../../core/errors.js'
+import { PACKAGE_ROOT } from '../../core/paths.js'
+import { sharedCounter } from '../../core/telemetry.js'
+import { ToolsExtension } from '../../extensions/tools/index.js'
+import { ToolRegistry } from '../../extensions/tools/registry.js'
+import type { Tool } from '../../extensions/tools/tool.js'
+import type { ToolRecord, UsageRecord } from '../../model/usage-record.js'
+import { ToolAggregates, type ToolCharge } from '../../pricing/aggregates.js'
+import { PriceBook, priceCompletion, type ModelOverride } from '../../pricing/price-book.js'
+import { SCOPE_DIMENSIONS, disabledTool, toolCharge, toolCost, unknownTool, type ToolPricingOptions } from '../../pricing/tool-pricing.js'
+
+const Price = Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: '^\\d+(\\.\\d+)?$' })], { description: 'USD per million tokens' })
+const RatesSchema = {
+  input: Price,
+  output: Price,
+  cache_read: Type.Optional(Price),
+  cache_write_5m: Type.Optional(Price),
+  cache_write_1h: Type.Optional(Price),
+  reasoning: Type.Optional(Price),
+}
+
+export const schema = Type.Object(
+  {
+    price_book: Type.String({ default: 'config/prices.yaml', description: "The model price book; a relative path is looked up in the working directory, then in meterd's own folder" }),
+    models: Type.Array(
+      Type.Object(
+        {
+          provider: Type.String({ minLength: 1 }),
+          model: Type.String({ minLength: 1 }),
+          effective: Type.String({ minLength: 1, description: 'Date the price took effect; part of the price version stored on records' }),
+          ...RatesSchema,
+          aliases: Type.Optional(Type.Array(Type.String())),
+          long_context: Type.Optional(
+            Type.Object({ threshold: Type.Integer({ minimum: 1 }), ...Object.fromEntries(Object.entries(RatesSchema).map(([k, v]) => [k, Type.Optional(v)])) }, { additionalProperties: false }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+      { default: [], description: "Operator overrides and additions to the price book; an entry replaces the book's model it matches" },
+    ),
+    tools: Type.Object(
+      {
+        billing_period: Type.Union([Type.Literal('month'), Type.Literal('week'), Type.Literal('day'), Type.Literal('year')], {
+          default: 'month',
+          description: 'Period of tool-price aggregates, in UTC (week: ISO weeks from Monday)',
+        }),
+        scope: Type.Array(Type.Union(SCOPE_DIMENSIONS.map((d) => Type.Literal(d))), {
+          default: ['team', 'organizationName'],
+          minItems: 1,
+          description: 'Dimensions an aggregate is kept per',
+        }),
+        retry_guard_hours: Type.Number({ default: 840, minimum: 1, description: 'How long an applied event is remembered so a retried batch never counts twice' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+  },
+  { additionalProperties: false },
+)
+export type PricingConfig = Static<typeof schema>
+
+export function resolvePriceBookPath(p: string): string {
+  if (isAbsolute(p)) return p
+  const here = resolve(p)
+  return existsSync(here) ? here : join(PACKAGE_ROOT, p)
+}
+
+export function loadPriceBook(config: PricingConfig): PriceBook {
+  return PriceBook.load(resolvePriceBookPath(config.price_book), config.models as ModelOverride[])
+}
+
+export function toolOptions(config: PricingConfig): ToolPricingOptions {
+  return { billingPeriod: config.tools.billing_period, scope: config.tools.scope }
+}
+
+/** The registry a process prices tool events by: the tools extension's, else the stored tools alone. */
+export function findRegistry(host: Host): ToolRegistry {
+  for (const ext of host.extensions().values()) if (ext instanceof ToolsExtension && ext.registry) return ext.registry
+  return new ToolRegistry(host.store)
+}
+
+/**
+ * Puts a cost on every record (DESIGN §6): completions from the price book, tool events from
+ * the tool registry with period aggregates. Tool aggregates are updated in their own LMDB write
+ * transaction before the batch moves on; it commits before the record's transaction, and LMDB
+ * flushes commits in order, so the record's durable write makes both durable (docs/pricing.md).
+ */
+export class PricingProcessor implements Consumer {
+  private host?: Host
+  private book?: PriceBook
+  private registry?: ToolRegistry
+  private aggregates?: ToolAggregates
+  private readonly tools: ToolPricingOptions
+  private readonly unpriced: Counter
+  private readonly priced: Counter
+  private sweeper?: NodeJS.Timeout
+
+  constructor(private readonly settings: CreateSettings, private readonly config: PricingConfig, private readonly next: Consumer) {
+    this.tools = toolOptions(config)
+    this.unpriced = sharedCounter(settings.registry, 'meterd_unpriced_records_total', 'Records stored without a price (unknown model or toolId)', ['kind', 'reason'])
+    this.priced = sharedCounter(settings.registry, 'meterd_priced_records_total', 'Records by where their cost came from', ['kind', 'source'])
+  }
+
+  async start(host: Host): Promise<void> {
+    this.host = host
+    this.book = loadPriceBook(this.config)
+    this.registry = findRegistry(host)
+    this.aggregates = new ToolAggregates(host.store)
+    const ttl = this.config.tools.retry_guard_hours * 3_600_000
+    this.sweeper = setInterval(() => {
+      this.aggregates!.sweep(host.now(), ttl).catch((err) => this.settings.logger.warn({ err }, 'applied-event sweep failed'))
+    }, 3_600_000)
+    this.sweeper.unref()
+    this.settings.logger.debug({ models: this.book.size, version: this.book.version }, 'price book loaded')
+  }
+
+  async shutdown(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper)
+  }
+
+  async consume(batch: Batch<UsageRecord>): Promise<void> {
+    const book = this.book!
+    let charges: ToolCharge[] | undefined
+    let pending: { r: ToolRecord; tool: Tool }[] | undefined
+    for (const r of batch.items) {
+      if (r.kind === 'completion') {
+        r.cost = priceCompletion(book, r.body)
+      } else {
+        const tool = this.registry!.byToolId(r.caller.team, r.body.toolId)
+        if (!tool) r.cost = unknownTool()
+        else if (!tool.enabled) r.cost = disabledTool(tool)
+        else {
+          ;(charges ??= []).push(toolCharge(r, tool, this.tools))
+          ;(pending ??= []).push({ r, tool })
+          continue
+        }
+      }
+      this.count(r)
+    }
+    if (charges && pending) {
+      let applied
+      try {
+        applied = await this.aggregates!.apply(charges, this.host!.now())
+      } catch (err) {
+        this.settings.metrics.failed(batch.items.length)
+        throw new RetryableError(`tool aggregates could not be updated: ${(err as Error).message}`, err)
+      }
+      pending.forEach(({ r, tool }, i) => {
+        r.cost = toolCost(r, tool, applied[i])
+        this.count(r)
+      })
+    }
+    this.settings.metrics.accepted(batch.items.length)
+    return this.next.consume(batch)
+  }
+
+  private count(r: UsageRecord): void {
+    const c = r.cost!
+    if (c.source === 'unpriced') this.unpriced.inc({ kind: r.kind, reason: c.note ?? 'unknown' })
+    this.priced.inc({ kind: r.kind, source: c.source })
+  }
+}
+
+export const pricingFactory: ProcessorFactory<typeof schema> = {
+  kind: 'processor',
+  type: 'pricing',
+  description: 'Prices usage records: completions from the price book, tool events from the tool registry',
+  signals: ['usage'],
+  mutatesData: true,
+  schema,
+  create: (settings, config, _signal, next) => new PricingProcessor(settings, config, next),
+}

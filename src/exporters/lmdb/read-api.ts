@@ -20,6 +20,10 @@ export function toResource(r: UsageRecord): Record<string, unknown> {
   if (r.cost) {
     out.cost = r.cost
     if (out.totalCost === undefined || out.totalCost === null) out.totalCost = Number(r.cost.total)
+    // The price book's parts (inputTokenCost, …) as JSON numbers too; `cost` keeps the exact strings.
+    for (const [part, v] of Object.entries(r.cost.parts)) {
+      if (part.endsWith('TokenCost') && (out[part] === undefined || out[part] === null)) out[part] = Number(v)
+    }
   }
   return out
 }

@@ -6,6 +6,7 @@ import { factoryMap } from '../core/graph.js'
 import { Service } from '../core/service.js'
 import { Store } from '../store/store.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
+import { WEBHOOK_USAGE, webhookCommand } from './webhook.js'
 
 /** sysexits.h EX_CONFIG: what `validate` and `run` exit with on a bad config. */
 export const EX_CONFIG = 78
@@ -21,6 +22,7 @@ commands:
   keys create --team T --scopes S[,S...] [--account A] [--tenant T] [--environment E] [--name N] [--json]
   keys list [--json]
   keys revoke KEY_ID
+${WEBHOOK_USAGE}
 
 Without --config, the embedded config/meterd.yaml is used.`
 
@@ -86,6 +88,8 @@ async function dispatch(command: string, args: string[]): Promise<number> {
       }
       return 0
     }
+    case 'webhook':
+      return webhookCommand(args)
     case 'keys':
       return keys(args)
     case 'help':

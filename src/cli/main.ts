@@ -19,6 +19,7 @@ commands:
   validate       check a config without starting anything; exit 78 when it is bad
   print-config   print the merged, defaulted config
   components     list the component types this build knows
+  docs           print the configuration reference (Markdown) generated from the schemas
   keys create --team T --scopes S[,S...] [--account A] [--tenant T] [--environment E] [--name N] [--json]
   keys list [--json]
   keys revoke KEY_ID
@@ -88,6 +89,7 @@ async function dispatch(command: string, args: string[]): Promise<number> {
       }
       return 0
     }
+    case 'docs': process.stdout.write((await import('./docs.js')).renderConfigReference()); return 0
     case 'webhook':
       return webhookCommand(args)
     case 'keys':

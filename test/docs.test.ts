@@ -1,0 +1,38 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import t from 'tap'
+import { renderConfigReference } from '../src/cli/docs.js'
+import { FACTORIES } from '../src/components.js'
+import { PACKAGE_ROOT } from '../src/core/paths.js'
+
+const FILE = join(PACKAGE_ROOT, 'docs', 'configuration.md')
+
+t.test('docs/configuration.md is the reference the schemas generate', async (t) => {
+  let committed = ''
+  try {
+    committed = readFileSync(FILE, 'utf8')
+  } catch {}
+  const rendered = renderConfigReference()
+  if (committed === rendered) return t.pass('up to date')
+  // Name the first differing line, so the failure says what changed.
+  const a = committed.split('\n')
+  const b = rendered.split('\n')
+  let i = 0
+  while (i < a.length && i < b.length && a[i] === b[i]) i++
+  t.fail(`docs/configuration.md is stale: run \`npm run docs\` and commit the result`, {
+    line: i + 1,
+    committed: a[i] ?? '(end of file)',
+    generated: b[i] ?? '(end of file)',
+  })
+})
+
+t.test('the reference covers every component and every key of its schema', async (t) => {
+  const md = renderConfigReference()
+  for (const f of FACTORIES) {
+    t.match(md, new RegExp(`<a id="${f.kind}-${f.type}"></a>`), `${f.kind} ${f.type} has a section`)
+    for (const key of Object.keys((f.schema as { properties?: object }).properties ?? {}))
+      t.match(md, `| \`${key}\` |`, `${f.kind} ${f.type}: ${key} is documented`)
+  }
+  t.match(md, '| `server.endpoint` |', 'top-level server keys are documented')
+  t.match(md, '| `storage.path` |', 'top-level storage keys are documented')
+})

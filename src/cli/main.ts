@@ -7,6 +7,7 @@ import { Service } from '../core/service.js'
 import { Store } from '../store/store.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import { WEBHOOK_USAGE, webhookCommand } from './webhook.js'
+import { REPRICE_USAGE, repriceCommand } from './reprice.js'
 
 /** sysexits.h EX_CONFIG: what `validate` and `run` exit with on a bad config. */
 export const EX_CONFIG = 78
@@ -24,6 +25,7 @@ commands:
   keys list [--json]
   keys revoke KEY_ID
 ${WEBHOOK_USAGE}
+${REPRICE_USAGE}
 
 Without --config, the embedded config/meterd.yaml is used.`
 
@@ -94,6 +96,8 @@ async function dispatch(command: string, args: string[]): Promise<number> {
       return webhookCommand(args)
     case 'keys':
       return keys(args)
+    case 'reprice':
+      return repriceCommand(args, configOrExit)
     case 'help':
     case '--help':
       return help()

@@ -42,7 +42,7 @@ const DeclaredToolSchema = Type.Object(
   { additionalProperties: false },
 )
 
-const schema = Type.Object(
+export const schema = Type.Object(
   {
     api: Type.Boolean({ default: true, description: 'Serve /{api_prefix}/v2/api/tools (CRUD, by-tool-id, restore, unpriced-events)' }),
     tools: Type.Array(DeclaredToolSchema, { default: [], description: 'Operator-managed tools (configSource YAML); PUT through the API makes them MERGED' }),

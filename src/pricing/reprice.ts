@@ -1,0 +1,88 @@
+import { ToolRegistry } from '../extensions/tools/registry.js'
+import type { UsageKind, UsageRecord } from '../model/usage-record.js'
+import type { Store } from '../store/store.js'
+import { unpricedKey } from '../store/usage-store.js'
+import { ToolAggregates } from './aggregates.js'
+import { priceCompletion, type PriceBook } from './price-book.js'
+import { toolCharge, toolCost, type ToolPricingOptions } from './tool-pricing.js'
+
+export interface RepriceOptions {
+  /** Inclusive ISO lower bound on event time. */
+  from?: string
+  /** Exclusive ISO upper bound on event time. */
+  to?: string
+  kind?: UsageKind
+  team?: string
+  dryRun?: boolean
+  now: number
+}
+
+export interface RepriceResult {
+  /** Unpriced records in the range. */
+  examined: number
+  /** Records that got a price (or would, with dryRun). */
+  priced: number
+  /** Records still without one (model still unknown, tool still unregistered or disabled). */
+  unpriced: number
+  ids: string[]
+}
+
+/**
+ * `meterd reprice`: gives a price to records stored unpriced, now that their model is in the
+ * book or their tool registered. Each record is updated in one LMDB transaction with its tool
+ * aggregates and its index entry, so a crash or a second run never counts an event twice.
+ */
+export async function reprice(store: Store, book: PriceBook, registry: ToolRegistry, tools: ToolPricingOptions, o: RepriceOptions): Promise<RepriceResult> {
+  const { index, records } = store.usage
+  const aggregates = new ToolAggregates(store)
+  const result: RepriceResult = { examined: 0, priced: 0, unpriced: 0, ids: [] }
+  const keys = [...index.getKeys({ start: ['u'], end: ['u', '\uffff'] })]
+  for (const key of keys) {
+    const [, team, kind, eventTime, id] = key as [string, string, UsageKind, string, string]
+    if ((o.team !== undefined && team !== o.team) || (o.kind !== undefined && kind !== o.kind)) continue
+    if ((o.from !== undefined && eventTime < o.from) || (o.to !== undefined && eventTime >= o.to)) continue
+    const r = records.get(id)
+    if (!r || r.cost?.source !== 'unpriced') continue
+    result.examined++
+    const ok = o.dryRun ? wouldPrice(r, book, registry) : await priceOne(store, r, book, registry, aggregates, tools, o.now)
+    if (ok) {
+      result.priced++
+      result.ids.push(id)
+    } else result.unpriced++
+  }
+  await store.root.flushed
+  return result
+}
+
+function wouldPrice(r: UsageRecord, book: PriceBook, registry: ToolRegistry): boolean {
+  if (r.kind === 'completion') return priceCompletion(book, r.body).source !== 'unpriced'
+  return registry.byToolId(r.caller.team, r.body.toolId)?.enabled === true
+}
+
+async function priceOne(store: Store, r: UsageRecord, book: PriceBook, registry: ToolRegistry, aggregates: ToolAggregates, tools: ToolPricingOptions, now: number): Promise<boolean> {
+  const { index, records } = store.usage
+  let done = false
+  if (r.kind === 'completion') {
+    const cost = priceCompletion(book, r.body)
+    if (cost.source === 'unpriced') return false
+    await store.root.transaction(() => {
+      const cur = records.get(r.id)
+      if (!cur || cur.cost?.source !== 'unpriced') return
+      records.put(r.id, { ...cur, cost })
+      index.remove(unpricedKey(cur))
+      done = true
+    })
+    return done
+  }
+  const tool = registry.byToolId(r.caller.team, r.body.toolId)
+  if (!tool || !tool.enabled) return false
+  await store.root.transaction(() => {
+    const cur = records.get(r.id)
+    if (!cur || cur.kind !== 'tool' || cur.cost?.source !== 'unpriced') return
+    const [applied] = aggregates.applyInTransaction([toolCharge(cur, tool, tools)], now)
+    records.put(r.id, { ...cur, cost: toolCost(cur, tool, applied) })
+    index.remove(unpricedKey(cur))
+    done = true
+  })
+  return done
+}

@@ -36,3 +36,26 @@ t.test('the reference covers every component and every key of its schema', async
   t.match(md, '| `server.endpoint` |', 'top-level server keys are documented')
   t.match(md, '| `storage.path` |', 'top-level storage keys are documented')
 })
+
+t.test('docs/errors.md has a section for every error code the source answers', async (t) => {
+  const { readdirSync } = await import('node:fs')
+  const files = (readdirSync(join(PACKAGE_ROOT, 'src'), { recursive: true }) as string[]).filter((f) => f.endsWith('.ts'))
+  const codes = new Set<string>()
+  const patterns = [
+    /new ApiError\(\s*\d{3},\s*'[a-z_]+',\s*'([a-z_]+)'/g, // new ApiError(status, type, code, ...)
+    /\b(?:invalid|conflict)\(\s*'([a-z_]+)'/g, // invalid(code, ...), conflict(code, ...)
+    /new PermanentError\([^)]*?,\s*'([a-z_]+)'/g, // new PermanentError(message, code, ...)
+    /\bcode: '([a-z_]+)'/g, // field problems
+  ]
+  for (const f of files) {
+    if (f.startsWith('webhooks/verify') || f.startsWith('cli/')) continue // verification reasons are not API errors
+    const text = readFileSync(join(PACKAGE_ROOT, 'src', f), 'utf8')
+    for (const re of patterns) for (const m of text.matchAll(re)) codes.add(m[1])
+  }
+  codes.add('invalid_record') // PermanentError's default code
+  const doc = readFileSync(join(PACKAGE_ROOT, 'docs', 'errors.md'), 'utf8')
+  const headings = new Set([...doc.matchAll(/^## ([a-z_]+)$/gm)].map((m) => m[1]))
+  t.ok(codes.size > 20, `found the codes (${codes.size})`)
+  const missing = [...codes].filter((c) => !headings.has(c)).sort()
+  t.same(missing, [], `every code has a "## <code>" section in docs/errors.md (doc_url points there); add: ${missing.join(', ')}`)
+})

@@ -1,0 +1,137 @@
+/**
+ * Rate-limit benchmark (issue 4): the cost of the admission stage on ingest.
+ * POST /meter/v2/ai/completions through three daemons with the same pipeline:
+ *   off     – no ratelimit extension (the baseline),
+ *   memory  – ratelimit with the memory backend, limits set far above the load,
+ *   redis   – ratelimit with the redis backend against a redis-server started here.
+ * Runs alternate (off, memory, redis, off, memory, redis) and the best run of each counts, so
+ * a slow moment of the machine does not land on one side only.
+ *
+ * Also reported: the admission stage alone, in process (the hook's admit() with the memory
+ * backend, timed over many calls), as a share of the time one ingest request takes — a figure
+ * that does not move with the machine's load the way whole-daemon throughput does.
+ *
+ * Targets: memory / off ≥ 0.95. The redis / memory ratio is reported (one Redis round trip per
+ * request; no target).
+ * Run: `npm run bench -- ratelimit` (BENCH_SECONDS=n changes the length of each run).
+ */
+import { spawn, spawnSync } from 'node:child_process'
+import { BENCH_SECONDS, cannon, check, fmt, freePort, header, line, missed, ratioLine, spawnMeterd, summarize } from './lib.js'
+
+const PATH = '/meter/v2/ai/completions'
+const CONNECTIONS = 32
+const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS) || 3)
+const HIGH = 10_000_000
+
+const BODY = {
+  stopReason: 'END', costType: 'AI', isStreamed: false, operationType: 'CHAT',
+  inputTokenCount: 12, outputTokenCount: 5, reasoningTokenCount: 0, cacheCreationTokenCount: 0,
+  cacheReadTokenCount: 0, totalTokenCount: 17, model: 'gpt-4o-mini', modelSource: 'OPENAI',
+  transactionId: '@@TX@@', responseTime: '2026-11-21T23:55:47.678Z',
+  requestDuration: 17, provider: 'OpenAI', requestTime: '2026-11-21T23:55:47.661Z',
+  completionStartTime: '2026-11-21T23:55:47.678Z', timeToFirstToken: 17, middlewareSource: 'nodejs',
+  traceId: 'trace-1', taskType: 'chat', agent: 'agent-a', organizationName: 'AcmeOrg', productName: 'Gold',
+  subscriber: { id: 'u-1', email: 'u1@example.com', credential: { name: 'key', value: 'cred-1' } },
+}
+const [BEFORE, AFTER] = JSON.stringify(BODY).split('@@TX@@')
+let seq = 0
+const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
+function setupRequest(req) {
+  req.body = `${BEFORE}rl-${run}-${(seq++).toString(36)}${AFTER}`
+  return req
+}
+const requests = (key) => [{ method: 'POST', path: PATH, headers: { 'content-type': 'application/json', 'x-api-key': key }, setupRequest }]
+
+const PIPELINES = { usage: { receivers: ['metering'], processors: ['validate', 'attribution'], exporters: ['lmdb'] } }
+const limited = (ratelimit) => ({
+  extensions: { ratelimit: { limits: { metering: HIGH, analytics: HIGH, platform: HIGH }, ...ratelimit } },
+  service: { extensions: ['apikeys', 'ratelimit'], pipelines: PIPELINES },
+})
+
+async function startRedis() {
+  if (spawnSync('redis-server', ['--version']).error) return undefined
+  const port = await freePort()
+  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  const { default: Redis } = await import('ioredis')
+  const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  probe.on('error', () => {})
+  const until = Date.now() + 10_000
+  for (;;) {
+    try {
+      await probe.connect()
+      await probe.ping()
+      break
+    } catch {
+      if (Date.now() > until) throw new Error('redis-server did not start')
+      await new Promise((r) => setTimeout(r, 50))
+    }
+  }
+  probe.disconnect()
+  return { url: `redis://127.0.0.1:${port}`, stop: () => proc.kill('SIGKILL') }
+}
+
+header(`ratelimit: POST ${PATH}, ${CONNECTIONS} connections, ${ROUNDS} × ${BENCH_SECONDS} s per daemon`)
+
+const redis = await startRedis()
+const daemons = [
+  { name: 'off', d: await spawnMeterd({ config: { service: { extensions: ['apikeys'], pipelines: PIPELINES } } }) },
+  { name: 'memory', d: await spawnMeterd({ config: limited({ backend: 'memory' }) }) },
+]
+if (redis) daemons.push({ name: 'redis', d: await spawnMeterd({ config: limited({ backend: 'redis', redis: { url: redis.url } }) }) })
+else line('redis', 'redis-server not installed: redis run skipped')
+
+const best = {}
+try {
+  for (const { name, d } of daemons) {
+    const probe = await fetch(d.url + PATH, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': d.key }, body: setupRequest({}).body })
+    const limit = probe.headers.get('x-ratelimit-limit')
+    line(`${name} headers`, `status ${probe.status}, X-RateLimit-Limit ${limit ?? 'absent'} ${check(`${name} headers`, name === 'off' ? limit === null : limit === String(HIGH))}`)
+    await cannon({ url: d.url, requests: requests(d.key), duration: 1 }) // warm-up
+  }
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const { name, d } of daemons) {
+      const s = summarize(await cannon({ url: d.url, connections: CONNECTIONS, requests: requests(d.key) }))
+      line(`${name} round ${round}`, `${fmt(s.rps)} req/s (p50 ${s.p50} ms, p99 ${s.p99} ms, ${s.non2xx} non-2xx, ${s.errors} errors)`)
+      if (!best[name] || s.rps > best[name].rps) best[name] = s
+      check(`${name}: every answer a 201`, s.non2xx + s.errors === 0)
+    }
+  }
+} finally {
+  for (const { d } of daemons) await d.stop()
+  redis?.stop()
+}
+
+process.stdout.write('\n')
+line('ratelimit memory', `${fmt(best.memory.rps)} req/s vs ${fmt(best.off.rps)} req/s without`)
+process.stdout.write(ratioLine('throughput memory / off', best.memory.rps, best.off.rps, 0.95) + '\n')
+if (best.redis) {
+  line('ratelimit redis', `${fmt(best.redis.rps)} req/s vs ${fmt(best.memory.rps)} req/s with memory`)
+  line('throughput redis / memory', `${(best.redis.rps / best.memory.rps).toFixed(2)} (reported, no target); redis / off ${(best.redis.rps / best.off.rps).toFixed(2)}`)
+}
+// The admission stage alone, in this process, against the compiled extension.
+{
+  const { RateLimiter } = await import('../../dist/src/extensions/ratelimit/index.js')
+  const { Registry } = await import('prom-client')
+  const { pino } = await import('pino')
+  const { RateLimitSchema } = await import('../../dist/src/extensions/ratelimit/config.js')
+  const { Value } = await import('@sinclair/typebox/value')
+  const config = Value.Default(RateLimitSchema, { limits: { metering: HIGH } })
+  const rl = new RateLimiter({ id: 'ratelimit', logger: pino({ level: 'silent' }), registry: new Registry(), metrics: {} }, config)
+  let now = Date.now()
+  await rl.start({ now: () => now, http: { addAdmissionHook() {} } })
+  const principal = { account: 'bench', scopes: ['metering:write'] }
+  const N = 1_000_000
+  const ctx = () => ({ bucket: 'metering', principal, responseHeaders: {} })
+  for (let i = 0; i < 100_000; i++) rl.admit(ctx())
+  const t0 = process.hrtime.bigint()
+  for (let i = 0; i < N; i++) {
+    if ((i & 1023) === 0) now++
+    rl.admit(ctx())
+  }
+  const ns = Number(process.hrtime.bigint() - t0) / N
+  await rl.shutdown()
+  const perRequestNs = 1e9 / best.off.rps
+  line('admit() alone (memory)', `${fmt(ns)} ns per request vs ${fmt(perRequestNs / 1000)} µs per ingest request (${((ns / perRequestNs) * 100).toFixed(3)} % of it; implied ratio ${(perRequestNs / (perRequestNs + ns)).toFixed(3)})`)
+}
+const miss = missed()
+line('ratelimit targets', miss.length ? `missed: ${miss.join(', ')}` : 'all met')

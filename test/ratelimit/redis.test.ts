@@ -180,5 +180,7 @@ if (!haveRedis) {
     t.equal(r.body.error.type, 'api_error')
     t.equal(r.body.error.code, 'rate_limiter_unavailable')
     t.equal(r.headers.get('retry-after'), '1')
+    t.equal(r.headers.get('x-ratelimit-bucket'), 'metering', 'the 503 still carries the rate-limit headers')
+    t.equal(r.headers.get('x-ratelimit-remaining'), '0')
   })
 }

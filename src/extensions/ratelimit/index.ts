@@ -89,18 +89,19 @@ export class RateLimiter implements Component, AdmissionHook {
     const limit = this.limitOf(principal.account, bucket)
     const now = this.host!.now()
     const window = Math.floor(now / 1000)
+    // When the backend cannot decide (redis down, fail_open false) the answer still says which
+    // bucket and window it is about, with nothing left to spend.
+    const unavailable = (err: unknown): ApiError => {
+      this.setHeaders(ctx, bucket, limit, window, 0)
+      return toApiError(err)
+    }
     let hit: Hit | Promise<Hit>
     try {
       hit = backend.hit(`a:${principal.account}`, bucket, window, limit, now)
     } catch (err) {
-      return toApiError(err)
+      return unavailable(err)
     }
-    if (hit instanceof Promise) {
-      return hit.then(
-        (h) => this.decide(ctx, bucket, limit, window, now, h),
-        (err) => toApiError(err),
-      )
-    }
+    if (hit instanceof Promise) return hit.then((h) => this.decide(ctx, bucket, limit, window, now, h), unavailable)
     return this.decide(ctx, bucket, limit, window, now, hit)
   }
 
@@ -132,11 +133,7 @@ export class RateLimiter implements Component, AdmissionHook {
   }
 
   private decide(ctx: RequestContext, bucket: RateLimitBucket, limit: number, window: number, now: number, hit: Hit): ApiError | undefined {
-    const headers = ctx.responseHeaders
-    headers['x-ratelimit-limit'] = String(limit)
-    headers['x-ratelimit-remaining'] = String(hit.count >= limit ? 0 : limit - hit.count)
-    headers['x-ratelimit-reset'] = String(window + 1)
-    headers['x-ratelimit-bucket'] = bucket
+    this.setHeaders(ctx, bucket, limit, window, hit.count >= limit ? 0 : limit - hit.count)
     if (hit.blockedUntil > now) {
       this.outcomes[bucket]['error-pattern'].inc()
       return errorPattern(hit.blockedUntil - now)
@@ -147,6 +144,14 @@ export class RateLimiter implements Component, AdmissionHook {
     }
     this.outcomes[bucket].allowed.inc()
     return undefined
+  }
+
+  private setHeaders(ctx: RequestContext, bucket: RateLimitBucket, limit: number, window: number, remaining: number): void {
+    const headers = ctx.responseHeaders
+    headers['x-ratelimit-limit'] = String(limit)
+    headers['x-ratelimit-remaining'] = String(remaining)
+    headers['x-ratelimit-reset'] = String(window + 1)
+    headers['x-ratelimit-bucket'] = bucket
   }
 
   private ipCaller(ctx: RequestContext): CallerKey {

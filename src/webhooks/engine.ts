@@ -24,6 +24,8 @@ export interface EngineOptions {
 
 /** Scan at most this many due entries per pass, so a large backlog never stalls a tick. */
 const SCAN_LIMIT = 2000
+/** …and stop early after this many entries that had to wait for a busy endpoint. */
+const SKIP_LIMIT = 256
 
 type Outcome =
   | { kind: 'succeeded'; statusCode: number }
@@ -198,13 +200,22 @@ export class DeliveryEngine {
       if (b.count >= config.batching.maxEvents || now - b.oldest >= config.batching.maxWaitMs) await this.flushBatch(config)
     }
     const launched: Promise<void>[] = []
+    const seen = new Map<string, { config?: ExportConfiguration; endpoint: string }>()
+    let skipped = 0
     for (const due of this.queue.dueUntil(now, SCAN_LIMIT)) {
       if (this.stopped) break
-      if (this.inflight.has(due.id)) continue
-      const config = this.configs.get(due.configId)
-      const endpoint = config ? endpointOf(config.url) : ''
+      let c = seen.get(due.configId)
+      if (!c) {
+        const config = this.configs.get(due.configId)
+        seen.set(due.configId, (c = { config, endpoint: config ? endpointOf(config.url) : '' }))
+      }
+      const { config, endpoint } = c
       const busy = this.perEndpoint.get(endpoint) ?? 0
-      if (busy >= this.opts.maxConcurrencyPerEndpoint) continue
+      if (this.inflight.has(due.id) || busy >= this.opts.maxConcurrencyPerEndpoint) {
+        // A long backlog for busy endpoints: stop once every endpoint met so far is full (each completion starts a new pass).
+        if (++skipped >= SKIP_LIMIT && [...seen.values()].every((x) => (this.perEndpoint.get(x.endpoint) ?? 0) >= this.opts.maxConcurrencyPerEndpoint)) break
+        continue
+      }
       this.inflight.add(due.id)
       this.perEndpoint.set(endpoint, busy + 1)
       const p = this.attempt(due.id, due.at, config).finally(() => {

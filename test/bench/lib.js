@@ -9,8 +9,10 @@
  *   spawnScript(source, { env? })                → a child `node` running an ESM source string
  *   waitReady(url, { path?, timeoutMs? })        → polls until GET url+path answers 200
  *   cannon(opts)                                 → runs autocannon, resolves to its result
+ *   paced({ url, rate, seconds?, request })      → open-loop load at an even rate, latency percentiles
  *   summarize(result)                            → { rps, p50, p99, max, ok, errors, non2xx }
  *   rssMiB(pid)                                  → VmRSS of a process in MiB (Linux /proc)
+ *   cpuSeconds(pid)                              → CPU time (user + system, all threads) used so far
  *   sampleRss(pid, everyMs?)                     → { stop() → peak MiB } while something runs
  *   ratioLine(label, value, base, target)        → "label: 0.63 (target ≥ 0.5) OK"
  *   check(label, ok)                             → "OK" / "MISS" and remembers misses
@@ -159,6 +161,56 @@ export function cannon(opts) {
   })
 }
 
+/**
+ * An open-loop load at an even pace: `rate` requests per second, each sent at its own
+ * scheduled time (not in bursts), latency measured from that scheduled time, so a slow
+ * answer cannot hide the requests queued behind it (no coordinated omission). autocannon's
+ * `overallRate` instead sends each connection's quota for a second back to back at the start
+ * of that second, which measures burst latency. `request()` returns { path, method, headers, body }.
+ * Resolves to { sent, ok, non2xx, errors, rps, p50, p90, p99, max } (latencies in ms).
+ */
+export async function paced({ url, rate, seconds = BENCH_SECONDS, connections = 64, request }) {
+  const { Pool } = await import('undici')
+  const pool = new Pool(url, { connections, pipelining: 1 })
+  const latencies = []
+  let ok = 0
+  let non2xx = 0
+  let errors = 0
+  let sent = 0
+  const total = Math.round(rate * seconds)
+  const start = performance.now()
+  const inflight = []
+  const fire = (due) => {
+    const r = request()
+    const p = pool
+      .request({ method: r.method ?? 'POST', path: r.path, headers: r.headers, body: r.body })
+      .then(async (res) => {
+        await res.body.dump()
+        latencies.push(performance.now() - due)
+        if (res.statusCode >= 200 && res.statusCode < 300) ok++
+        else non2xx++
+      })
+      .catch(() => errors++)
+    inflight.push(p)
+  }
+  await new Promise((resolve) => {
+    const tick = () => {
+      const now = performance.now()
+      const due = Math.min(total, Math.floor(((now - start) * rate) / 1000) + 1)
+      while (sent < due) fire(start + (sent++ * 1000) / rate)
+      if (sent >= total) return resolve()
+      setTimeout(tick, Math.max(0, start + (sent * 1000) / rate - performance.now()))
+    }
+    tick()
+  })
+  await Promise.all(inflight)
+  const elapsed = (performance.now() - start) / 1000
+  await pool.close()
+  latencies.sort((a, b) => a - b)
+  const q = (p) => (latencies.length ? latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)] : NaN)
+  return { sent, ok, non2xx, errors, rps: sent / elapsed, p50: q(50), p90: q(90), p99: q(99), max: latencies[latencies.length - 1] ?? NaN }
+}
+
 /** The figures every bench prints, from an autocannon result. */
 export function summarize(r) {
   return {
@@ -178,6 +230,21 @@ export function rssMiB(pid) {
   try {
     const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
     return m ? Number(m[1]) / 1024 : NaN
+  } catch {
+    return NaN
+  }
+}
+
+/**
+ * CPU seconds (user + system, every thread) a process has used (Linux /proc; 100 ticks a
+ * second). The difference over a run divided by the requests served is the CPU cost of one
+ * request, a figure that stays meaningful when other work shares the machine.
+ */
+export function cpuSeconds(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(f[11]) + Number(f[12])) / 100
   } catch {
     return NaN
   }

@@ -6,8 +6,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
-import { call, freePort, startMeterd, type Meterd, type Res } from '../helpers/meterd.js'
+import { join } from 'node:path'
+import { ADMIN_KEY, call, freePort, removeDir, spawnMeterd, startMeterd, tempDir, writeConfig, type ChildMeterd, type Res } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
+import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
 
 const COMPLETIONS = '/meter/v2/ai/completions'
 const T0 = 1_800_000_000_000
@@ -55,13 +57,16 @@ const redisConfig = (url: string, extra: Record<string, unknown> = {}) => ({
 if (!haveRedis) {
   t.skip('redis-server is not installed (apt-get install redis-server); the redis backend tests need a real one')
 } else {
-  t.test('three replicas sharing one Redis admit together exactly the account limit per window', async (t) => {
+  t.test('three meterd processes sharing one Redis admit together exactly the account limit per window', async (t) => {
     const redis = await startRedis(t)
     const LIMIT = 25
-    const config = redisConfig(redis.url, { accounts: { shared: { metering: LIMIT } } })
-    const replicas: Meterd[] = []
-    for (let i = 0; i < 3; i++) replicas.push(await startMeterd(t, { config }))
-    const keys = await Promise.all(replicas.map((m) => m.key({ account: 'shared' })))
+    const dir = tempDir()
+    t.teardown(() => removeDir(dir))
+    // Each child's first admin key (ADMIN_KEY) belongs to the account `default`.
+    const configFile = writeConfig(dir, redisConfig(redis.url, { accounts: { default: { metering: LIMIT } } }))
+    const replicas: ChildMeterd[] = []
+    for (let i = 0; i < 3; i++) replicas.push(await spawnMeterd(t, { dataDir: join(dir, `data-${i}`), configFiles: [DEFAULT_CONFIG_PATH, configFile] }))
+    const keys = replicas.map(() => ADMIN_KEY)
 
     // Start near the beginning of a second, then keep every replica busy for about 3.5 windows.
     await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 5))
@@ -100,6 +105,7 @@ if (!haveRedis) {
       admittedByReplica[i] = Number(match?.[1])
     }
     t.ok(admittedByReplica.every((n) => n > 0), `every replica admitted some (${admittedByReplica.join(', ')})`)
+    for (const m of replicas) t.equal(await m.stop(), 0, 'a replica stops cleanly')
   })
 
   t.test('error-pattern blocks are shared by replicas; blocked requests do not consume the bucket', async (t) => {

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { stringify } from 'yaml'
 import { FACTORIES } from '../../src/components.js'
-import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
+import { DEFAULT_CONFIG_PATH, deepMerge } from '../../src/core/config/load.js'
 import { resolveConfig } from '../../src/core/config/resolve.js'
 import { factoryMap } from '../../src/core/graph.js'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
@@ -60,12 +60,12 @@ export interface StartOptions {
 export async function startMeterd(t: Teardown, opts: StartOptions = {}): Promise<Meterd> {
   const dir = tempDir()
   const dataDir = opts.dataDir ?? join(dir, 'data')
-  const override = writeConfig(dir, {
+  const base = {
     server: { endpoint: '127.0.0.1:0', shutdown_timeout_ms: 2000 },
     storage: { path: dataDir },
     extensions: { apikeys: { bootstrap_key: ADMIN_KEY } },
-    ...(opts.config ?? {}),
-  })
+  }
+  const override = writeConfig(dir, deepMerge(base, (opts.config ?? {}) as never) as Record<string, unknown>)
   const resolved = resolveConfig([DEFAULT_CONFIG_PATH, override], factoryMap(FACTORIES), {})
   if (resolved.issues.length) throw new Error('test config invalid: ' + JSON.stringify(resolved.issues))
   const logs: string[] = []

@@ -301,3 +301,12 @@ t.test('the 429 helpers build the error shape with ApiError', async (t) => {
   t.same(e.headers, { 'retry-after': '1', 'x-ratelimit-limited-reason': 'bucket-rate' })
   t.equal(errorPattern(1_500).headers['retry-after'], '2', 'Retry-After rounds up')
 })
+
+t.test('client_ip_header: unauthenticated callers behind a proxy are told apart by the forwarded address', async (t) => {
+  const m = await startMeterd(t, { frozenNow: T0, config: { extensions: { ratelimit: { client_ip_header: 'x-forwarded-for' } } } })
+  const from = (ip: string) => () => call(m.url + COMPLETIONS, { body: completion(), headers: { 'x-forwarded-for': `${ip}, 10.0.0.1` } })
+  const a = await many(50, 8, from('203.0.113.7'))
+  t.ok(a.every((r) => r.status === 401))
+  t.equal((await from('203.0.113.7')()).status, 429, 'the first forwarded address is blocked')
+  t.equal((await from('198.51.100.9')()).status, 401, 'another client behind the same proxy is not')
+})

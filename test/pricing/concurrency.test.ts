@@ -1,6 +1,6 @@
 import t from 'tap'
 import { call } from '../helpers/meterd.js'
-import { API, createTool, event, startPricing, sum, TIERS, toolBody } from './setup.js'
+import { API, createTool, event, startPricing, sum, TIERS, toolBody } from '../helpers/pricing.js'
 import { Decimal } from '../../src/pricing/money.js'
 
 // 1,000 tool events for one scope, all in flight at once, end with the same aggregate and the

@@ -6,7 +6,7 @@ import { completion, goAnthropic } from '../fixtures/wire-examples.js'
 import { call } from '../helpers/meterd.js'
 import { PriceBook, priceCompletion } from '../../src/pricing/price-book.js'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
-import { readBack, startPricing } from './setup.js'
+import { readBack, startPricing } from '../helpers/pricing.js'
 
 async function priced(m: { url: string }, key: string, body: Record<string, unknown>) {
   const res = await call(`${m.url}/meter/v2/ai/completions`, { key, body })

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { call } from '../helpers/meterd.js'
-import { API, createTool, event, postEvent, startPricing, TIERS, toolBody } from './setup.js'
+import { API, createTool, event, postEvent, startPricing, TIERS, toolBody } from '../helpers/pricing.js'
 
 const TOOLS = `${API}/tools`
 const valid = () => toolBody('experian-credit-check', { name: 'requests', unitPrice: 0.05, aggregationType: 'COUNT', tiers: TIERS }, { teamId: 'team-a', description: 'credit', toolProvider: 'experian', enabled: true, version: '1.0' })

@@ -6,7 +6,7 @@ import t from 'tap'
 import { completion } from '../fixtures/wire-examples.js'
 import { call, writeConfig } from '../helpers/meterd.js'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
-import { API, createTool, event, postEvent, readBack, startPricing, toolBody } from './setup.js'
+import { API, createTool, event, postEvent, readBack, startPricing, toolBody } from '../helpers/pricing.js'
 
 t.test('unknown toolIds are stored unpriced, listed, and priced by `meterd reprice` once registered', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'meterd-reprice-'))

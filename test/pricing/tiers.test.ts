@@ -1,5 +1,5 @@
 import t from 'tap'
-import { createTool, event, postEvent, startPricing, sum, TIERS, toolBody } from './setup.js'
+import { createTool, event, postEvent, startPricing, sum, TIERS, toolBody } from '../helpers/pricing.js'
 
 // Issue 3's worked table: tiers up to 1,000 @ 0.010, up to 10,000 @ 0.008, unlimited @ 0.005.
 // Events are posted one at a time; the period charge after each checkpoint is the sum of the

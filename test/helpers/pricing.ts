@@ -1,6 +1,6 @@
 /** Shared set-up of the pricing tests (not a test itself). */
 import { Decimal } from '../../src/pricing/money.js'
-import { call, startMeterd, type Meterd, type StartOptions, type Teardown } from '../helpers/meterd.js'
+import { call, startMeterd, type Meterd, type StartOptions, type Teardown } from './meterd.js'
 
 export const API = '/profitstream/v2/api'
 export const EVENTS = `${API}/sources/metrics/tool/events`

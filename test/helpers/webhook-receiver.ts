@@ -4,7 +4,7 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { startMeterd, type Meterd, type Teardown, ADMIN_KEY } from '../helpers/meterd.js'
+import { startMeterd, type Meterd, type Teardown, ADMIN_KEY } from './meterd.js'
 import type { ExportConfigurations } from '../../src/extensions/exportconfigs/index.js'
 import type { DeliveryEngine } from '../../src/webhooks/engine.js'
 

@@ -24,8 +24,7 @@ async function meterd(args: string[], env: Record<string, string> = {}): Promise
 t.test('validate: a bad config exits 78 and names the path of every error', async (t) => {
   const dir = tempDir()
   t.teardown(() => import('node:fs').then((fs) => fs.rmSync(dir, { recursive: true, force: true })))
-  const bad = writeConfig(dir, {
-    server: { endpoint: 42, colour: 'blue' },
+  const graph = {
     receivers: { metering: { max_batch_items: 0 }, nosuch: {} },
     processors: { validate: { strict_attribution: 'yes' } },
     exporters: { lmdb: {} },
@@ -39,28 +38,15 @@ t.test('validate: a bad config exits 78 and names the path of every error', asyn
         bogus: { receivers: ['metering'], exporters: ['lmdb'] },
       },
     },
-  })
+  }
+  const bad = writeConfig(dir, { server: { endpoint: 42, colour: 'blue' }, ...graph })
   // Schema errors are reported first (the graph cannot be checked on a malformed file)…
   const first = await meterd(['validate', '--config', bad])
   t.equal(first.code, 78, 'exit 78 (EX_CONFIG)')
   for (const path of ['server.endpoint', 'server.colour']) t.match(first.stderr, `${path}:`, `names ${path}`)
 
   // …then, once the top level is well-formed, every component and graph error at once.
-  const graphBad = writeConfig(dir, {
-    receivers: { metering: { max_batch_items: 0 }, nosuch: {} },
-    processors: { validate: { strict_attribution: 'yes' } },
-    exporters: { lmdb: {} },
-    connectors: { forward: {}, 'forward/back': {} },
-    service: {
-      extensions: ['apikeys', 'missing_ext'],
-      pipelines: {
-        usage: { receivers: ['metering', 'forward/back'], processors: ['validate', 'unknown_proc'], exporters: ['lmdb', 'forward'] },
-        'usage/loop': { receivers: ['forward'], exporters: ['forward/back'] },
-        traces: { receivers: ['metering'], exporters: ['lmdb'] },
-        bogus: { receivers: ['metering'], exporters: ['lmdb'] },
-      },
-    },
-  }, 'graph.yaml')
+  const graphBad = writeConfig(dir, graph, 'graph.yaml')
   const res = await meterd(['validate', '--config', DEFAULT_CONFIG_PATH, '--config', graphBad])
   t.equal(res.code, 78)
   for (const path of [

@@ -74,6 +74,10 @@ function report(label, s) {
 }
 
 header(`ingest: POST ${PATH}, ${CONNECTIONS} connections, ${BENCH_SECONDS} s per run`)
+// Figures are only comparable on a quiet machine; say how quiet it was.
+try {
+  line('load average (1 min)', `${(await import('node:fs')).readFileSync('/proc/loadavg', 'utf8').split(' ')[0]} on ${(await import('node:os')).availableParallelism()} cores`)
+} catch {}
 
 // 1. Bare node:http server.
 const bare = await spawnScript(BARE_SERVER)
@@ -115,7 +119,7 @@ try {
   process.stdout.write('\n')
   process.stdout.write(ratioLine('throughput meterd / bare', m.rps, bareStats.rps, 0.5) + '\n')
   // Robust to other load on the machine: what each request costs in CPU, bare over meterd.
-  line('CPU/request bare / meterd', `${fmt(bareStats.cpuUs / m.cpuUs, 2)} (CPU cost per request; near the throughput ratio when both are CPU-bound, and unaffected by other load)`)
+  line('CPU/request bare / meterd', `${fmt(bareStats.cpuUs / m.cpuUs, 2)} (CPU cost per request; near the throughput ratio when both are CPU-bound; less sensitive to other load)`)
   line(`p99 @ ${FIXED_RATE} req/s, paced`, `${fmt(even.p99, 1)} ms (target ≤ 10 ms) ${check('p99 at 1000 req/s (paced)', even.p99 <= 10 && even.rps >= FIXED_RATE * 0.95)}`)
   line(`p99 @ ${FIXED_RATE} req/s, autocannon`, `${fixed.p99} ms (target ≤ 10 ms) ${check('p99 at 1000 req/s (autocannon bursts)', fixed.p99 <= 10)}`)
   line('idle RSS', `${fmt(idle, 1)} MiB (target ≤ 80 MiB) ${check('idle RSS', idle <= 80)}`)

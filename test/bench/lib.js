@@ -74,8 +74,30 @@ function tail(proc, max = 200) {
   return lines
 }
 
+// Children still running when this process ends (a crash, Ctrl-C, a closed stdout pipe)
+// are killed with it, so a bench never leaves a daemon behind.
+const children = new Map() // process → its cleanup
+process.once('exit', () => {
+  for (const [c, cleanup] of children) {
+    c.kill('SIGKILL')
+    cleanup?.()
+  }
+})
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'])
+  process.once(sig, () => {
+    process.exitCode = 130
+    process.exit()
+  })
+process.stdout.on('error', () => process.exit(1)) // EPIPE: the reader went away
+
 function stopper(proc, cleanup) {
-  const exited = new Promise((resolve) => proc.once('exit', (code, sig) => resolve(code ?? sig)))
+  children.set(proc, cleanup)
+  const exited = new Promise((resolve) =>
+    proc.once('exit', (code, sig) => {
+      children.delete(proc)
+      resolve(code ?? sig)
+    }),
+  )
   let done
   return (signal = 'SIGTERM') =>
     (done ??= (async () => {
@@ -98,9 +120,10 @@ function stopper(proc, cleanup) {
  *   dataDir: string, key: string, output: string[], stop(signal?: string): Promise<unknown> }>}
  */
 export async function spawnMeterd({ config = {}, env = {}, logLevel = 'warn', nodeArgs = [] } = {}) {
+  const port = await freePort()
+  // From here to stopper() all is synchronous, so an exit at any moment removes the directory.
   const dir = mkdtempSync(join(tmpdir(), 'meterd-bench-'))
   const dataDir = join(dir, 'data')
-  const port = await freePort()
   const file = join(dir, 'bench.yaml')
   writeFileSync(file, stringify(config))
   const proc = spawn(
@@ -119,9 +142,9 @@ export async function spawnMeterd({ config = {}, env = {}, logLevel = 'warn', no
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   )
+  const stop = stopper(proc, () => rmSync(dir, { recursive: true, force: true }))
   const output = tail(proc)
   const url = `http://127.0.0.1:${port}`
-  const stop = stopper(proc, () => rmSync(dir, { recursive: true, force: true }))
   try {
     await waitReady(url, { proc })
   } catch (err) {

@@ -1,4 +1,4 @@
-import { Agent, request } from 'undici'
+import type { Agent } from 'undici'
 import type { Logger } from 'pino'
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 import { newId } from '../core/ids.js'
@@ -43,7 +43,8 @@ type Outcome =
 export class DeliveryEngine {
   readonly queue: DeliveryQueue
   readonly guard: DestinationGuard
-  private readonly agent: Agent
+  /** undici loads on the first delivery: a daemon that never delivers webhooks does not pay for it (idle RSS). */
+  private http?: Promise<{ agent: Agent; request: typeof import('undici').request }>
   private readonly headers: ReturnType<typeof webhookHeaderNames>
   private readonly inflight = new Set<string>()
   private readonly perEndpoint = new Map<string, number>()
@@ -72,11 +73,6 @@ export class DeliveryEngine {
     this.queue = new DeliveryQueue(store)
     this.guard = new DestinationGuard(opts.allowPrivateDestinations)
     this.headers = webhookHeaderNames(opts.vendorWord)
-    this.agent = new Agent({
-      keepAliveTimeout: 30_000,
-      connections: opts.maxConcurrencyPerEndpoint,
-      connect: { lookup: this.guard.lookup, timeout: Math.min(opts.timeoutMs, 10_000) },
-    })
     const counter = (name: string, help: string) =>
       (registry.getSingleMetric(name) as Counter | undefined) ?? new Counter({ name, help, registers: [registry] })
     this.m = {
@@ -120,7 +116,7 @@ export class DeliveryEngine {
     if (this.timer) clearInterval(this.timer)
     this.abort.abort()
     await Promise.allSettled([...this.running])
-    await this.agent.close().catch(() => undefined)
+    if (this.http) await (await this.http).agent.close().catch(() => undefined)
   }
 
   /** A new delivery of `event` to `config`, due at once. */
@@ -317,11 +313,12 @@ export class DeliveryEngine {
         headers[h.signature] = signatureHeader(secrets, ts, d.body)
       }
       const timeout = config.timeoutMs ?? this.opts.timeoutMs
+      const { agent, request } = await this.client()
       const res = await request(url, {
         method: 'POST',
         headers,
         body: d.body,
-        dispatcher: this.agent,
+        dispatcher: agent,
         headersTimeout: timeout,
         bodyTimeout: timeout,
         signal: AbortSignal.any([AbortSignal.timeout(timeout), this.abort.signal]),
@@ -342,6 +339,17 @@ export class DeliveryEngine {
   }
 
   /** Retry-After in seconds or as an HTTP date, bounded. */
+  private client(): Promise<{ agent: Agent; request: typeof import('undici').request }> {
+    return (this.http ??= import('undici').then(({ Agent, request }) => ({
+      agent: new Agent({
+        keepAliveTimeout: 30_000,
+        connections: this.opts.maxConcurrencyPerEndpoint,
+        connect: { lookup: this.guard.lookup, timeout: Math.min(this.opts.timeoutMs, 10_000) },
+      }),
+      request,
+    })))
+  }
+
   private retryAfter(v: string | string[] | undefined): number | undefined {
     const s = Array.isArray(v) ? v[0] : v
     if (!s) return undefined

@@ -7,7 +7,6 @@ import type { AdmissionHook, RequestContext } from '../../http/server.js'
 import type { CallerKey, ErrorPatternRules, Hit, RateLimitBackend } from './backend.js'
 import { RateLimitSchema, type BucketLimits, type RateLimitConfig } from './config.js'
 import { MemoryBackend } from './memory.js'
-import { RedisBackend } from './redis.js'
 
 const BUCKETS: readonly RateLimitBucket[] = ['metering', 'analytics', 'platform']
 
@@ -56,6 +55,8 @@ export class RateLimiter implements Component, AdmissionHook {
     this.host = host
     if (this.config.backend === 'redis') {
       const failures = sharedCounter(this.settings.registry, 'meterd_ratelimit_backend_failures_total', 'Rate-limit decisions that could not reach the backend', ['backend'])
+      // ioredis loads only in gateway mode: standalone daemons keep their idle memory.
+      const { RedisBackend } = await import('./redis.js')
       const redis = new RedisBackend({
         config: this.config.redis,
         rules: this.rules,

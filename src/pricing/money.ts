@@ -42,11 +42,18 @@ export function round(d: Decimal): Decimal {
 
 /** The canonical stored spelling: plain notation, no exponent, no trailing zeros. */
 export function money(d: Decimal): string {
+  if (d.isZero()) return '0'
   const s = round(d).toFixed()
   return s === '-0' ? '0' : s
 }
 
+// Price per token of each (immutable, long-lived) per-million rate, divided once: the hot path multiplies only.
+const perToken = new WeakMap<Decimal, Decimal>()
+
 /** tokens × (price per million tokens), exact. */
 export function perMillion(tokens: number, pricePerMillion: Decimal): Decimal {
-  return pricePerMillion.times(tokens).div(MILLION)
+  if (tokens === 0) return ZERO
+  let rate = perToken.get(pricePerMillion)
+  if (rate === undefined) perToken.set(pricePerMillion, (rate = pricePerMillion.div(MILLION)))
+  return rate.times(tokens)
 }

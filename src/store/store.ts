@@ -33,10 +33,12 @@ export class Store {
   }
 
   /** A named database; keys and values use lmdb-js's ordered-binary and msgpack encodings. */
-  db<K extends import('lmdb').Key = import('lmdb').Key, V = any>(name: string, opts: { dupSort?: boolean } = {}): Database<V, K> {
+  db<K extends import('lmdb').Key = import('lmdb').Key, V = any>(name: string, opts: { dupSort?: boolean; sharedStructures?: boolean } = {}): Database<V, K> {
     let db = this.dbs.get(name)
     if (!db) {
-      db = this.root.openDB({ name, ...opts })
+      const { sharedStructures, ...rest } = opts
+      // Shared structures keep property names out of every value: smaller records, faster encoding.
+      db = this.root.openDB({ name, ...rest, ...(sharedStructures ? { sharedStructuresKey: Symbol.for('structures') } : {}) })
       this.dbs.set(name, db)
     }
     return db as Database<V, K>

@@ -56,7 +56,7 @@ export class UsageStore {
   readonly replay: Database<IdempotencyEntry, IndexKey>
 
   constructor(private readonly store: Store) {
-    this.records = store.db<string, UsageRecord>('usage-records')
+    this.records = store.db<string, UsageRecord>('usage-records', { sharedStructures: true })
     this.index = store.db<IndexKey, null>('usage-index')
     this.dedup = store.db<IndexKey, DedupEntry>('usage-dedup')
     this.replay = store.db<IndexKey, IdempotencyEntry>('usage-idempotency')

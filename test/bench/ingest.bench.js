@@ -96,6 +96,10 @@ report('bare node:http', bareStats)
 const meterd = await spawnMeterd({ config: MEASURED_CONFIG })
 try {
   await new Promise((r) => setTimeout(r, 1000))
+  const justStarted = rssMiB(meterd.pid)
+  // Idle means idle: V8's memory reducer returns start-up garbage (config and price-book parsing)
+  // after several seconds without work, so sample once it has had the chance.
+  await new Promise((r) => setTimeout(r, 12_000))
   const idle = rssMiB(meterd.pid)
   await cannon({ url: meterd.url, requests: requests(meterd.key), duration: 1 }) // warm-up
   const rss = sampleRss(meterd.pid)
@@ -122,7 +126,7 @@ try {
   line('CPU/request bare / meterd', `${fmt(bareStats.cpuUs / m.cpuUs, 2)} (CPU cost per request; near the throughput ratio when both are CPU-bound; less sensitive to other load)`)
   line(`p99 @ ${FIXED_RATE} req/s, paced`, `${fmt(even.p99, 1)} ms (target ≤ 10 ms) ${check('p99 at 1000 req/s (paced)', even.p99 <= 10 && even.rps >= FIXED_RATE * 0.95)}`)
   line(`p99 @ ${FIXED_RATE} req/s, autocannon`, `${fixed.p99} ms (target ≤ 10 ms) ${check('p99 at 1000 req/s (autocannon bursts)', fixed.p99 <= 10)}`)
-  line('idle RSS', `${fmt(idle, 1)} MiB (target ≤ 80 MiB) ${check('idle RSS', idle <= 80)}`)
+  line('idle RSS', `${fmt(idle, 1)} MiB after 12 s idle, ${fmt(justStarted, 1)} MiB 1 s after start (target ≤ 80 MiB) ${check('idle RSS', idle <= 80)}`)
   line('RSS under load (peak)', `${fmt(Math.max(loadRss, fixedPeak), 1)} MiB`)
   const bad = m.non2xx + m.errors + fixed.non2xx + fixed.errors + even.non2xx + even.errors
   line('every answer a 201', check('every answer a 201', bad === 0))

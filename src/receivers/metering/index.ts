@@ -65,6 +65,7 @@ export class MeteringReceiver implements Component {
     const host = this.host!
     const caller = ctx.principal!
     const parsed = await ctx.json()
+    const raw = await ctx.raw()
     const items = Array.isArray(parsed) ? parsed : [parsed]
     if (Array.isArray(parsed) && parsed.length === 0) throw invalid('empty_batch', 'the array holds no records')
     if (items.length > this.config.max_batch_items)
@@ -82,7 +83,7 @@ export class MeteringReceiver implements Component {
       const key = Array.isArray(idemHeader) ? idemHeader[0] : idemHeader
       if (!IDEMPOTENCY_KEY.test(key))
         throw invalid('invalid_idempotency_key', 'Idempotency-Key must be 1 to 255 printable ASCII characters without spaces', 'Idempotency-Key')
-      bodyHash = createHash('sha256').update(kind).update('\0').update(await ctx.raw()).digest('hex')
+      bodyHash = createHash('sha256').update(kind).update('\0').update(raw).digest('hex')
       const stored = host.store.usage.findReplay(caller.account, key, this.config.idempotency_ttl_hours * HOUR, now)
       if (stored) {
         if (stored.bodyHash !== bodyHash) throw mismatch()
@@ -108,9 +109,11 @@ export class MeteringReceiver implements Component {
       const seenInBatch = new Map<string, Ack>()
       const windowMs = this.config.dedup_window_hours * HOUR
 
-      for (const raw of items as Record<string, unknown>[]) {
-        const body = kind === 'completion' ? dropLegacy(raw) : raw
-        const ack: Ack = { id: '', resourceType: 'metering', label: LABELS[kind], signature: signatureOf(raw), created }
+      for (const item of items as Record<string, unknown>[]) {
+        const body = kind === 'completion' ? dropLegacy(item) : item
+        // A single object is signed as the bytes received; a batch element as its JSON.
+        const signature = Array.isArray(parsed) ? signatureOf(JSON.stringify(item)) : signatureOf(raw)
+        const ack: Ack = { id: '', resourceType: 'metering', label: LABELS[kind], signature, created }
         acks.push(ack)
         const tx = body.transactionId
         if (typeof tx === 'string' && tx !== '' && windowMs > 0) {
@@ -191,8 +194,8 @@ function dropLegacy(raw: Record<string, unknown>): Record<string, unknown> {
 }
 
 /** A digest of the record as received, so a client can tell what meterd acknowledged. */
-function signatureOf(raw: Record<string, unknown>): string {
-  return 'sha256:' + createHash('sha256').update(JSON.stringify(raw)).digest('hex')
+function signatureOf(bytes: Buffer | string): string {
+  return 'sha256:' + createHash('sha256').update(bytes).digest('hex')
 }
 
 function newRecord(id: string, kind: UsageKind, body: Record<string, unknown>, caller: Caller, receivedAt: string): UsageRecord {

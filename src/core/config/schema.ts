@@ -34,21 +34,21 @@ export type StorageConfig = Static<typeof StorageSchema>
 
 const PipelineSchema = Type.Object(
   {
-    receivers: Type.Array(Type.String(), { minItems: 1 }),
-    processors: Type.Optional(Type.Array(Type.String())),
-    exporters: Type.Array(Type.String(), { minItems: 1 }),
+    receivers: Type.Array(Type.String(), { minItems: 1, description: 'Receivers (or connectors) feeding this pipeline' }),
+    processors: Type.Optional(Type.Array(Type.String(), { description: 'Processors, in order; each pipeline gets its own instances' })),
+    exporters: Type.Array(Type.String(), { minItems: 1, description: 'Exporters (or connectors) the pipeline fans out to; a record is acknowledged when all of them have it' }),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, description: 'A pipeline: id `signal` or `signal/name`, signal one of usage, traces, logs, metrics' },
 )
 
 export const ServiceSchema = Type.Object(
   {
-    extensions: Type.Array(Type.String(), { default: [] }),
-    pipelines: Type.Record(Type.String(), PipelineSchema, { default: {} }),
+    extensions: Type.Array(Type.String(), { default: [], description: 'Extensions to start (configured under `extensions`), before any pipeline' }),
+    pipelines: Type.Record(Type.String(), PipelineSchema, { default: {}, description: 'The pipeline graph, by pipeline id' }),
     telemetry: Type.Object(
       {
         logs: Type.Object(
-          { level: Type.Union([Type.Literal('trace'), Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error'), Type.Literal('silent')], { default: 'info' }) },
+          { level: Type.Union([Type.Literal('trace'), Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error'), Type.Literal('silent')], { default: 'info', description: 'Level of the JSON log lines meterd writes to stderr' }) },
           { additionalProperties: false, default: {} },
         ),
       },

@@ -8,7 +8,7 @@
  * Target: completions with pricing ≥ 0.9 × without. Tool events are reported beside it.
  * Run: `npm run bench -- pricing` (BENCH_SECONDS=n changes the length of each measured run).
  */
-import { BENCH_SECONDS, cannon, fmt, header, line, missed, ratioLine, spawnMeterd, summarize } from './lib.js'
+import { BENCH_SECONDS, cannon, cpuSeconds, fmt, header, line, missed, ratioLine, spawnMeterd, summarize } from './lib.js'
 
 const CONNECTIONS = 32
 const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
@@ -60,13 +60,19 @@ async function start(processors) {
 
 async function measure(d, path, body) {
   await cannon({ url: d.url, requests: requests(d.key, path, body), duration: 1 }) // warm-up
-  return summarize(await cannon({ url: d.url, connections: CONNECTIONS, requests: requests(d.key, path, body) }))
+  const cpu0 = cpuSeconds(d.pid)
+  const s = summarize(await cannon({ url: d.url, connections: CONNECTIONS, requests: requests(d.key, path, body) }))
+  s.cpuUs = ((cpuSeconds(d.pid) - cpu0) / s.total) * 1e6
+  return s
 }
 
 header(`pricing: ingest with vs without the pricing processor, ${CONNECTIONS} connections, ${BENCH_SECONDS} s per run`)
 const off = await start(['validate', 'attribution'])
 const on = await start(['validate', 'attribution', 'pricing'])
 const best = { completion: { off: 0, on: 0 }, tool: { off: 0, on: 0 } }
+// CPU per request (all of the daemon's threads), lowest seen: far less sensitive than req/s to
+// the load generator and to neighbours on a shared 2-core machine.
+const cpu = { completion: { off: Infinity, on: Infinity }, tool: { off: Infinity, on: Infinity } }
 let non2xx = 0
 try {
   for (let round = 0; round < 2; round++) {
@@ -75,6 +81,7 @@ try {
         const s = await measure(d, path, body)
         non2xx += s.non2xx + s.errors
         best[kind][side] = Math.max(best[kind][side], s.rps)
+        cpu[kind][side] = Math.min(cpu[kind][side], s.cpuUs)
       }
     }
   }
@@ -84,7 +91,9 @@ try {
   line('sample priced record', cost ? `${cost.source} ${cost.total} USD (${cost.priceVersion})` : 'NONE')
   line('completions', `${fmt(best.completion.on)} req/s with pricing vs ${fmt(best.completion.off)} req/s without`)
   process.stdout.write(ratioLine('completions ratio', best.completion.on, best.completion.off, 0.9) + '\n')
+  line('completions CPU/request', `${fmt(cpu.completion.on)} µs with pricing vs ${fmt(cpu.completion.off)} µs without (ratio without/with ${fmt(cpu.completion.off / cpu.completion.on, 2)})`)
   line('tool events', `${fmt(best.tool.on)} req/s with pricing vs ${fmt(best.tool.off)} req/s without (ratio ${fmt(best.tool.on / best.tool.off, 2)}, reported)`)
+  line('tool events CPU/request', `${fmt(cpu.tool.on)} µs with pricing vs ${fmt(cpu.tool.off)} µs without (ratio without/with ${fmt(cpu.tool.off / cpu.tool.on, 2)})`)
   line('non-2xx or errors', String(non2xx))
 } finally {
   await off.stop()

@@ -27,27 +27,38 @@ export interface PricingElement {
  * Because C is rounded before any difference is taken, C(after) − C(before) is exact and
  * per-event costs add up to the period charge to the last digit.
  */
+// Tier prices and limits arrive as numbers or decimal strings; each distinct one is parsed once.
+const parsed = new Map<string | number, D>()
+function d(v: string | number): D {
+  let x = parsed.get(v)
+  if (x === undefined) {
+    if (parsed.size >= 10_000) parsed.clear()
+    parsed.set(v, (x = new Decimal(v)))
+  }
+  return x
+}
+
 export function periodCharge(el: PricingElement, q: D): D {
   if (q.lte(0)) return ZERO
-  if (el.tiers.length === 0) return round(new Decimal(el.unitPrice).times(q))
+  if (el.tiers.length === 0) return round(d(el.unitPrice).times(q))
   if (el.tiersMode === 'volume') {
     let tier = el.tiers[el.tiers.length - 1]
     for (const t of el.tiers) {
-      if (t.upTo === null || q.lte(t.upTo)) {
+      if (t.upTo === null || q.lte(d(t.upTo))) {
         tier = t
         break
       }
     }
-    return round(new Decimal(tier.unitPrice).times(q))
+    return round(d(tier.unitPrice).times(q))
   }
   let total = ZERO
   let below = ZERO
   for (let i = 0; i < el.tiers.length; i++) {
     const t = el.tiers[i]
     const last = i === el.tiers.length - 1
-    const top = t.upTo === null || last ? q : Decimal.min(q, t.upTo)
-    if (top.gt(below)) total = total.plus(top.minus(below).times(t.unitPrice))
-    if (t.upTo !== null) below = new Decimal(t.upTo)
+    const top = t.upTo === null || last ? q : Decimal.min(q, d(t.upTo))
+    if (top.gt(below)) total = total.plus(top.minus(below).times(d(t.unitPrice)))
+    if (t.upTo !== null) below = d(t.upTo)
     if (below.gte(q)) break
   }
   return round(total)

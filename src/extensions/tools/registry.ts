@@ -25,6 +25,8 @@ export class ToolRegistry {
   private readonly ids: Database<string, Key>
   /** toolId → declaration, per team key ('*' for all). */
   private readonly declared = new Map<string, Map<string, DeclaredTool>>()
+  /** `team\0toolId` → the live tool (null: none). Only this process's API writes the registry; each write clears it. */
+  private readonly live = new Map<string, Tool | null>()
 
   constructor(private readonly store: Store, declared: DeclaredTool[] = [], private readonly startedAt = new Date(0).toISOString()) {
     this.tools = store.db<Key, Tool>('tools')
@@ -48,8 +50,27 @@ export class ToolRegistry {
     return { ...d.spec, id: ToolRegistry.yamlId(d.spec.toolId), team, configSource: 'YAML', created: this.startedAt, updated: this.startedAt, revision: 0 }
   }
 
-  /** The live tool a team's events with this toolId are priced by. */
+  /** Commits a registry change durably and drops the lookup cache, so the next event sees it. */
+  private async written<T>(write: Promise<T>): Promise<T> {
+    try {
+      return await this.store.durable(write)
+    } finally {
+      this.live.clear()
+    }
+  }
+
+  /** The live tool a team's events with this toolId are priced by (cached: every event asks). */
   byToolId(team: string, toolId: string): Tool | undefined {
+    const key = team + '\0' + toolId
+    const hit = this.live.get(key)
+    if (hit !== undefined) return hit ?? undefined
+    const found = this.lookup(team, toolId)
+    if (this.live.size >= 10_000) this.live.clear()
+    this.live.set(key, found ?? null)
+    return found
+  }
+
+  private lookup(team: string, toolId: string): Tool | undefined {
     const id = this.ids.get([team, toolId])
     if (id !== undefined) {
       const t = this.tools.get([team, id])
@@ -92,7 +113,7 @@ export class ToolRegistry {
     const tool: Tool = { ...spec, id: newId(now), team, configSource: 'DATABASE', created: at, updated: at, revision: 1 }
     if (this.declaration(team, spec.toolId)) throw duplicate(spec.toolId)
     let ok = false
-    await this.store.durable(
+    await this.written(
       this.tools.transaction(() => {
         if (this.ids.get([team, spec.toolId]) !== undefined) return
         this.tools.put([team, tool.id], tool)
@@ -127,7 +148,7 @@ export class ToolRegistry {
       revision: current.revision + 1,
     }
     let clash = false
-    await this.store.durable(
+    await this.written(
       this.tools.transaction(() => {
         const owner = this.ids.get([team, spec.toolId])
         if (owner !== undefined && owner !== id) return void (clash = true)
@@ -147,7 +168,7 @@ export class ToolRegistry {
     if (!current) throw notFound(`no tool with id ${id}`, 'id')
     if (current.configSource !== 'DATABASE') throw declaredInConfig(current.toolId)
     const gone: Tool = { ...current, deleted: new Date(now).toISOString(), updated: new Date(now).toISOString(), revision: current.revision + 1 }
-    await this.store.durable(
+    await this.written(
       this.tools.transaction(() => {
         this.tools.put([team, id], gone)
         if (this.ids.get([team, current.toolId]) === id) this.ids.remove([team, current.toolId])
@@ -164,7 +185,7 @@ export class ToolRegistry {
     const back: Tool = { ...rest, updated: new Date(now).toISOString(), revision: current.revision + 1 }
     if (this.declaration(team, current.toolId)) throw duplicate(current.toolId)
     let clash = false
-    await this.store.durable(
+    await this.written(
       this.tools.transaction(() => {
         if (this.ids.get([team, current.toolId]) !== undefined) return void (clash = true)
         this.tools.put([team, id], back)

@@ -9,25 +9,13 @@
  * Every request carries a fresh transactionId, so none is answered from the dedup index.
  * Run: `npm run bench -- ingest` (BENCH_SECONDS=n changes the length of each measured run).
  */
-import { BENCH_SECONDS, cannon, check, cpuSeconds, fmt, header, line, missed, paced, ratioLine, rssMiB, sampleRss, spawnMeterd, spawnScript, summarize } from './lib.js'
+import { BENCH_SECONDS, cannon, check, cpuSeconds, fmt, header, line, missed, paced, ratioLine, rssMiB, sampleRss, spawnMeterd, spawnScript, summarize, bodyTemplate } from './lib.js'
 
 const PATH = '/meter/v2/ai/completions'
 const CONNECTIONS = 32
 const FIXED_RATE = 1000
 
-// wire-contract.md §1.6 #1 (@revenium/litellm), with the transactionId cut out.
-const LITELLM = {
-  stopReason: 'TOKEN_LIMIT', costType: 'AI', isStreamed: false, operationType: 'CHAT',
-  inputTokenCount: 12, outputTokenCount: 5, reasoningTokenCount: 0, cacheCreationTokenCount: 0,
-  cacheReadTokenCount: 0, totalTokenCount: 17, model: 'gpt-4o-mini', modelSource: 'OPENAI',
-  transactionId: '@@TX@@', responseTime: '2026-11-21T23:55:47.678Z',
-  requestDuration: 17, provider: 'OpenAI', requestTime: '2026-11-21T23:55:47.661Z',
-  completionStartTime: '2026-11-21T23:55:47.678Z', timeToFirstToken: 17, middlewareSource: 'nodejs',
-  traceId: 'trace-1', taskType: 'chat', agent: 'agent-a', organizationName: 'AcmeOrg', productName: 'Gold',
-  subscriber: { id: 'u-1', email: 'u1@example.com', credential: { name: 'key', value: 'cred-1' } },
-  retryNumber: 0, region: 'local-test',
-}
-const [BEFORE, AFTER] = JSON.stringify(LITELLM).split('@@TX@@')
+const [BEFORE, AFTER] = bodyTemplate()
 
 let seq = 0
 const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`

@@ -317,3 +317,21 @@ export function header(title) {
 export function line(label, value) {
   process.stdout.write(`${pad(label)} ${value}\n`)
 }
+
+// wire-contract.md §1.6 #1 (@revenium/litellm), the body every ingest bench posts.
+export const LITELLM_COMPLETION = {
+  stopReason: 'TOKEN_LIMIT', costType: 'AI', isStreamed: false, operationType: 'CHAT',
+  inputTokenCount: 12, outputTokenCount: 5, reasoningTokenCount: 0, cacheCreationTokenCount: 0,
+  cacheReadTokenCount: 0, totalTokenCount: 17, model: 'gpt-4o-mini', modelSource: 'OPENAI',
+  transactionId: '@@TX@@', responseTime: '2026-11-21T23:55:47.678Z',
+  requestDuration: 17, provider: 'OpenAI', requestTime: '2026-11-21T23:55:47.661Z',
+  completionStartTime: '2026-11-21T23:55:47.678Z', timeToFirstToken: 17, middlewareSource: 'nodejs',
+  traceId: 'trace-1', taskType: 'chat', agent: 'agent-a', organizationName: 'AcmeOrg', productName: 'Gold',
+  subscriber: { id: 'u-1', email: 'u1@example.com', credential: { name: 'key', value: 'cred-1' } },
+  retryNumber: 0, region: 'local-test',
+}
+
+/** The JSON of `body` cut around its `@@TX@@` placeholder: `${before}${transactionId}${after}` is a request body. */
+export function bodyTemplate(body = LITELLM_COMPLETION) {
+  return JSON.stringify(body).split('@@TX@@')
+}

@@ -16,25 +16,15 @@
  * request; no target).
  * Run: `npm run bench -- ratelimit` (BENCH_SECONDS=n changes the length of each run).
  */
-import { spawn, spawnSync } from 'node:child_process'
-import { BENCH_SECONDS, cannon, check, fmt, freePort, header, line, missed, spawnMeterd, summarize } from './lib.js'
+import { haveRedis, startRedis } from '../helpers/redis-server.js'
+import { BENCH_SECONDS, cannon, check, fmt, header, line, missed, spawnMeterd, summarize, bodyTemplate } from './lib.js'
 
 const PATH = '/meter/v2/ai/completions'
 const CONNECTIONS = 32
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS) || 5)
 const HIGH = 10_000_000
 
-const BODY = {
-  stopReason: 'END', costType: 'AI', isStreamed: false, operationType: 'CHAT',
-  inputTokenCount: 12, outputTokenCount: 5, reasoningTokenCount: 0, cacheCreationTokenCount: 0,
-  cacheReadTokenCount: 0, totalTokenCount: 17, model: 'gpt-4o-mini', modelSource: 'OPENAI',
-  transactionId: '@@TX@@', responseTime: '2026-11-21T23:55:47.678Z',
-  requestDuration: 17, provider: 'OpenAI', requestTime: '2026-11-21T23:55:47.661Z',
-  completionStartTime: '2026-11-21T23:55:47.678Z', timeToFirstToken: 17, middlewareSource: 'nodejs',
-  traceId: 'trace-1', taskType: 'chat', agent: 'agent-a', organizationName: 'AcmeOrg', productName: 'Gold',
-  subscriber: { id: 'u-1', email: 'u1@example.com', credential: { name: 'key', value: 'cred-1' } },
-}
-const [BEFORE, AFTER] = JSON.stringify(BODY).split('@@TX@@')
+const [BEFORE, AFTER] = bodyTemplate()
 let seq = 0
 const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
 function setupRequest(req) {
@@ -49,31 +39,9 @@ const limited = (ratelimit) => ({
   service: { extensions: ['apikeys', 'ratelimit'], pipelines: PIPELINES },
 })
 
-async function startRedis() {
-  if (spawnSync('redis-server', ['--version']).error) return undefined
-  const port = await freePort()
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
-  const { default: Redis } = await import('ioredis')
-  const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-  probe.on('error', () => {})
-  const until = Date.now() + 10_000
-  for (;;) {
-    try {
-      await probe.connect()
-      await probe.ping()
-      break
-    } catch {
-      if (Date.now() > until) throw new Error('redis-server did not start')
-      await new Promise((r) => setTimeout(r, 50))
-    }
-  }
-  probe.disconnect()
-  return { url: `redis://127.0.0.1:${port}`, stop: () => proc.kill('SIGKILL') }
-}
-
 header(`ratelimit: POST ${PATH}, ${CONNECTIONS} connections, ${ROUNDS} × ${BENCH_SECONDS} s per daemon`)
 
-const redis = await startRedis()
+const redis = haveRedis ? await startRedis() : undefined
 const daemons = [
   { name: 'off', d: await spawnMeterd({ config: { service: { extensions: ['apikeys'], pipelines: PIPELINES } } }) },
   { name: 'memory', d: await spawnMeterd({ config: limited({ backend: 'memory' }) }) },

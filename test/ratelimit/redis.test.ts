@@ -3,18 +3,16 @@
  * sharing one Redis admit together exactly an account's limit per window; error-pattern
  * blocks are shared; an unreachable Redis follows fail_open.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { join } from 'node:path'
 import { ADMIN_KEY, call, freePort, removeDir, spawnMeterd, startMeterd, tempDir, writeConfig, type ChildMeterd, type Res } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
 import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
+import { haveRedis, startRedis as startRedisServer } from '../helpers/redis-server.js'
 
 const COMPLETIONS = '/meter/v2/ai/completions'
 const T0 = 1_800_000_000_000
-
-const haveRedis = spawnSync('redis-server', ['--version']).error === undefined
 
 interface RedisServer {
   url: string
@@ -23,31 +21,9 @@ interface RedisServer {
 }
 
 async function startRedis(t: Test, port?: number): Promise<RedisServer> {
-  port ??= await freePort()
-  const proc: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  })
-  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()))
-  const stop = async () => {
-    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL')
-    await exited
-  }
-  t.teardown(stop)
-  const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-  probe.on('error', () => {})
-  const until = Date.now() + 10_000
-  for (;;) {
-    try {
-      await probe.connect()
-      await probe.ping()
-      break
-    } catch {
-      if (Date.now() > until) throw new Error('redis-server did not start')
-      await new Promise((r) => setTimeout(r, 50))
-    }
-  }
-  probe.disconnect()
-  return { url: `redis://127.0.0.1:${port}`, port, stop }
+  const server = await startRedisServer(port)
+  t.teardown(server.stop)
+  return server
 }
 
 const redisConfig = (url: string, extra: Record<string, unknown> = {}) => ({

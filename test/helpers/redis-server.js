@@ -1,0 +1,50 @@
+// A real redis-server on 127.0.0.1 for the rate-limit tests and benchmark (plain JS, so both
+// the TypeScript tests and the JS benches import it). .ci/run installs redis-server.
+import { spawn, spawnSync } from 'node:child_process'
+import { createServer } from 'node:net'
+
+export const haveRedis = spawnSync('redis-server', ['--version']).error === undefined
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address()
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * Starts redis-server (no persistence) on `port` or a free one and resolves once it answers PING.
+ * @returns {Promise<{ url: string, port: number, stop(): Promise<void> }>}
+ */
+export async function startRedis(port) {
+  port ??= await freePort()
+  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  const exited = new Promise((resolve) => proc.once('exit', () => resolve()))
+  const stop = async () => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL')
+    await exited
+  }
+  const { Redis } = await import('ioredis')
+  const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  probe.on('error', () => {})
+  const until = Date.now() + 10_000
+  for (;;) {
+    try {
+      await probe.connect()
+      await probe.ping()
+      break
+    } catch {
+      if (Date.now() > until) {
+        await stop()
+        throw new Error('redis-server did not start')
+      }
+      await new Promise((r) => setTimeout(r, 50))
+    }
+  }
+  probe.disconnect()
+  return { url: `redis://127.0.0.1:${port}`, port, stop }
+}

@@ -30,3 +30,21 @@ t.test('every wire-contract example is accepted and reads back field for field',
     }
   }
 })
+
+t.test('gzip and deflate request bodies are accepted', async (t) => {
+  const { gzipSync, deflateSync } = await import('node:zlib')
+  const { completion } = await import('../fixtures/wire-examples.js')
+  const m = await startMeterd(t)
+  const key = await m.key()
+  for (const [encoding, pack] of [['gzip', gzipSync], ['deflate', deflateSync]] as const) {
+    const body = completion()
+    const res = await call(`${m.url}/meter/v2/ai/completions`, {
+      key,
+      raw: pack(Buffer.from(JSON.stringify(body))),
+      headers: { 'content-type': 'application/json; charset=utf-8', 'content-encoding': encoding },
+    })
+    t.equal(res.status, 201, `${encoding}: 201`)
+    const back = await call(`${m.url}${prefix}/ai/completions?transactionId=${body.transactionId}`, { key })
+    t.equal(back.body._embedded.aICompletionMetricResourceList[0]?.model, body.model, `${encoding}: stored as sent`)
+  }
+})

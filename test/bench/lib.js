@@ -21,7 +21,6 @@
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -36,16 +35,9 @@ export const BENCH_KEY = 'hak_bench_adminadminadminadminadminad01'
 /** Seconds per measured autocannon run; small by default so `npm run bench` stays bounded. */
 export const BENCH_SECONDS = Math.max(1, Number(process.env.BENCH_SECONDS) || 5)
 
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-}
+import { freePort } from '../helpers/net.js'
+
+export { freePort }
 
 /** Polls GET url+path until it answers 200 (or throws after timeoutMs). */
 export async function waitReady(url, { path = '/readyz', timeoutMs = 15_000, proc } = {}) {

@@ -17,6 +17,9 @@ import { Service } from '../../src/core/service.js'
 import { createTelemetry } from '../../src/core/telemetry.js'
 import { KeyStore } from '../../src/extensions/apikeys/key-store.js'
 import type { Scope } from '../../src/http/server.js'
+import { freePort } from './net.js'
+
+export { freePort }
 
 export interface Teardown {
   teardown(fn: () => unknown): void
@@ -199,18 +202,6 @@ export async function spawnMeterd(t: Teardown, opts: { dataDir: string; configFi
   }
   t.teardown(() => child.stop('SIGKILL'))
   return child
-}
-
-export async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net')
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
-    })
-  })
 }
 
 /** Removes a directory tree (for tests that manage their own data dirs). */

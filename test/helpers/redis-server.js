@@ -1,20 +1,9 @@
 // A real redis-server on 127.0.0.1 for the rate-limit tests and benchmark (plain JS, so both
 // the TypeScript tests and the JS benches import it). .ci/run installs redis-server.
 import { spawn, spawnSync } from 'node:child_process'
-import { createServer } from 'node:net'
+import { freePort } from './net.js'
 
 export const haveRedis = spawnSync('redis-server', ['--version']).error === undefined
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-}
 
 /**
  * Starts redis-server (no persistence) on `port` or a free one and resolves once it answers PING.

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
 import { ApiError } from '../../core/errors.js'
 import type { Authenticator, Principal, RequestContext } from '../../http/server.js'
-import { KeyStore } from './key-store.js'
+import { KeyStore, type ApiKeyRecord } from './key-store.js'
 
 const schema = Type.Object(
   {
@@ -32,6 +32,8 @@ export function presentedKey(ctx: RequestContext): string | undefined {
 
 export class ApiKeys implements Component, Authenticator {
   keys?: KeyStore
+  /** One principal per cached key record, so an authenticated request allocates nothing. */
+  private readonly principals = new WeakMap<ApiKeyRecord, Principal>()
 
   constructor(private readonly settings: CreateSettings, private readonly config: Config) {}
 
@@ -59,7 +61,12 @@ export class ApiKeys implements Component, Authenticator {
     if (!key) return missing()
     const r = this.keys?.lookup(key)
     if (!r) return unknown()
-    return { account: r.account, tenant: r.tenant, team: r.team, environment: r.environment, keyId: r.id, scopes: r.scopes }
+    let p = this.principals.get(r)
+    if (!p) {
+      p = Object.freeze({ account: r.account, tenant: r.tenant, team: r.team, environment: r.environment, keyId: r.id, scopes: Object.freeze([...r.scopes]) })
+      this.principals.set(r, p)
+    }
+    return p
   }
 
   async shutdown(): Promise<void> {}

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { hash, randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
 import type { Scope } from '../../http/server.js'
 import { SCOPES } from '../../http/server.js'
@@ -39,7 +39,7 @@ function randomToken(n: number): string {
   return s
 }
 
-export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex')
+export const hashKey = (key: string): string => hash('sha256', key, 'hex')
 
 export function parseScopes(list: string): Scope[] {
   const scopes = list.split(',').map((s) => s.trim()).filter(Boolean)
@@ -48,17 +48,33 @@ export function parseScopes(list: string): Scope[] {
   return scopes as Scope[]
 }
 
+/** Most keys remembered by one process; past it the cache starts over (no eviction order to keep). */
+const CACHE_LIMIT = 10_000
+const GENERATION = 'generation'
+
 /**
- * Keys in LMDB, looked up by hash on every request (a hash and one B-tree read, no cache,
- * so a revocation by the CLI in another process takes effect at once).
+ * Keys in LMDB, stored by hash. Lookups are cached per process behind a generation
+ * counter that every create and revoke bumps in the same transaction: a request reads
+ * only that counter (one small B-tree read, no hashing), and a revocation by the CLI in
+ * another process still takes effect at the next request, because lmdb-js renews its
+ * read snapshot every event-loop turn.
  */
 export class KeyStore {
   private readonly byHash: Database<ApiKeyRecord, string>
   private readonly ids: Database<string, string>
+  private readonly meta: Database<number, string>
+  private readonly cache = new Map<string, ApiKeyRecord>()
+  private cachedGeneration = -1
 
   constructor(private readonly store: Store) {
     this.byHash = store.db<string, ApiKeyRecord>('apikeys')
     this.ids = store.db<string, string>('apikey-ids')
+    this.meta = store.db<string, number>('apikey-meta')
+  }
+
+  /** Call inside a write transaction that changes a key. */
+  private bump(): void {
+    this.meta.put(GENERATION, (this.meta.get(GENERATION) ?? 0) + 1)
   }
 
   /** Creates a key and returns it: the only time the key itself exists outside the caller. */
@@ -77,20 +93,32 @@ export class KeyStore {
       created: new Date().toISOString(),
       prefix: key.slice(0, Math.min(12, key.length - 4)),
     }
-    const hash = hashKey(key)
+    const digest = hashKey(key)
     await this.store.durable(
       this.byHash.transaction(() => {
-        if (this.byHash.get(hash)) throw new Error('this key already exists')
-        this.byHash.put(hash, record)
-        this.ids.put(record.id, hash)
+        if (this.byHash.get(digest)) throw new Error('this key already exists')
+        this.byHash.put(digest, record)
+        this.ids.put(record.id, digest)
+        this.bump()
       }),
     )
     return { key, record }
   }
 
+  /** The live key record for a presented key; unknown and revoked keys are never cached. */
   lookup(key: string): ApiKeyRecord | undefined {
+    const generation = this.meta.get(GENERATION) ?? 0
+    if (generation !== this.cachedGeneration) {
+      this.cache.clear()
+      this.cachedGeneration = generation
+    }
+    const cached = this.cache.get(key)
+    if (cached) return cached
     const r = this.byHash.get(hashKey(key))
-    return r && !r.revoked ? r : undefined
+    if (!r || r.revoked) return undefined
+    if (this.cache.size >= CACHE_LIMIT) this.cache.clear()
+    this.cache.set(key, r)
+    return r
   }
 
   list(): ApiKeyRecord[] {
@@ -106,10 +134,13 @@ export class KeyStore {
   async revoke(id: string): Promise<boolean> {
     return this.store.durable(
       this.byHash.transaction(() => {
-        const hash = this.ids.get(id)
-        const r = hash ? this.byHash.get(hash) : undefined
-        if (!hash || !r) return false
-        if (!r.revoked) this.byHash.put(hash, { ...r, revoked: new Date().toISOString() })
+        const digest = this.ids.get(id)
+        const r = digest ? this.byHash.get(digest) : undefined
+        if (!digest || !r) return false
+        if (!r.revoked) {
+          this.byHash.put(digest, { ...r, revoked: new Date().toISOString() })
+          this.bump()
+        }
         return true
       }),
     )

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { createHash, hash } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, Host, ReceiverFactory, SignalConsumers } from '../../core/component.js'
 import type { Batch, Consumer } from '../../core/consumer.js'
@@ -195,7 +195,7 @@ function dropLegacy(raw: Record<string, unknown>): Record<string, unknown> {
 
 /** A digest of the record as received, so a client can tell what meterd acknowledged. */
 function signatureOf(bytes: Buffer | string): string {
-  return 'sha256:' + createHash('sha256').update(bytes).digest('hex')
+  return 'sha256:' + hash('sha256', bytes, 'hex')
 }
 
 function newRecord(id: string, kind: UsageKind, body: Record<string, unknown>, caller: Caller, receivedAt: string): UsageRecord {

@@ -1,4 +1,6 @@
 import type { Caller, UsageRecord } from '../model/usage-record.js'
+import type { Store } from '../store/store.js'
+import type { WriteUnit } from '../store/write-unit.js'
 
 export type Signal = 'usage' | 'traces' | 'logs' | 'metrics'
 export const SIGNALS: readonly Signal[] = ['usage', 'traces', 'logs', 'metrics']
@@ -11,6 +13,13 @@ export interface BatchContext {
   receiver?: string
   /** How long the receiver dedups transactionIds; the store skips a record already stored within it. */
   dedupWindowMs?: number
+  /** The request's one LMDB write transaction, shared by the components that store for it (see unitOf). */
+  unit?: WriteUnit
+}
+
+/** The batch's write unit, created by the first component that writes. */
+export function unitOf(batch: Batch<any>, store: Store): WriteUnit {
+  return (batch.ctx.unit ??= store.unit())
 }
 
 export interface StoredResponse {

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs'
 import { open, type Database, type RootDatabase } from 'lmdb'
 import { UsageStore } from './usage-store.js'
+import { WriteUnit } from './write-unit.js'
 
 export interface StoreOptions {
   path: string
@@ -42,6 +43,11 @@ export class Store {
       this.dbs.set(name, db)
     }
     return db as Database<V, K>
+  }
+
+  /** A new unit of writes committed as one transaction (src/store/write-unit.ts). */
+  unit(): WriteUnit {
+    return new WriteUnit(this)
   }
 
   /** Resolves once `write` has committed and the commit is on disk. */

@@ -28,6 +28,12 @@ export interface ListQuery {
   size: number
 }
 
+export interface WriteOptions {
+  dedupWindowMs: number
+  now: number
+  idempotency?: { account: string; key: string; entry: IdempotencyEntry }
+}
+
 export interface ListResult {
   records: UsageRecord[]
   total: number
@@ -77,38 +83,39 @@ export class UsageStore {
     return e && now - e.at < ttlMs ? e : undefined
   }
 
+  /** Writes a batch durably in a transaction of its own (see writeInTransaction). */
+  async write(records: UsageRecord[], opts: WriteOptions): Promise<Map<string, string>> {
+    let kept = new Map<string, string>()
+    await this.store.durable(this.records.transaction(() => void (kept = this.writeInTransaction(records, opts))))
+    return kept
+  }
+
   /**
-   * Writes a batch durably. Each record whose transactionId is already stored (by a
-   * concurrent request of another process, say) is skipped; the returned map gives, for
-   * such records, the id that was kept.
+   * Puts a batch's records, index entries and dedup/replay entries; must run inside a write
+   * transaction (a WriteUnit step, or write()). Each record whose transactionId is already
+   * stored within the window (by a concurrent request of another process, say) is skipped;
+   * the returned map gives, for such records, the id that was kept.
    */
-  async write(
-    records: UsageRecord[],
-    opts: { dedupWindowMs: number; now: number; idempotency?: { account: string; key: string; entry: IdempotencyEntry } },
-  ): Promise<Map<string, string>> {
+  writeInTransaction(records: UsageRecord[], opts: WriteOptions): Map<string, string> {
     const kept = new Map<string, string>()
-    await this.store.durable(
-      this.records.transaction(() => {
-        for (const r of records) {
-          const tx = r.body.transactionId
-          if (typeof tx === 'string' && tx !== '') {
-            const dk = this.dedupKey(r.caller.account, r.kind, tx)
-            const prior = this.dedup.get(dk)
-            if (prior && opts.now - prior.at < opts.dedupWindowMs && prior.id !== r.id) {
-              kept.set(r.id, prior.id)
-              continue
-            }
-            this.dedup.put(dk, { id: r.id, at: opts.now })
-          }
-          this.records.put(r.id, r)
-          for (const k of indexKeys(r)) this.index.put(k, null)
+    for (const r of records) {
+      const tx = r.body.transactionId
+      if (typeof tx === 'string' && tx !== '') {
+        const dk = this.dedupKey(r.caller.account, r.kind, tx)
+        const prior = this.dedup.get(dk)
+        if (prior && opts.now - prior.at < opts.dedupWindowMs && prior.id !== r.id) {
+          kept.set(r.id, prior.id)
+          continue
         }
-        if (opts.idempotency) {
-          const { account, key, entry } = opts.idempotency
-          this.replay.put([account, key], entry)
-        }
-      }),
-    )
+        this.dedup.put(dk, { id: r.id, at: opts.now })
+      }
+      this.records.put(r.id, r)
+      for (const k of indexKeys(r)) this.index.put(k, null)
+    }
+    if (opts.idempotency) {
+      const { account, key, entry } = opts.idempotency
+      this.replay.put([account, key], entry)
+    }
     return kept
   }
 

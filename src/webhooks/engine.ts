@@ -40,6 +40,13 @@ type Outcome =
  * one pass, and a poll timer plus a wake-up after every enqueue and attempt drive it in
  * production.
  */
+interface EnqueuePlan {
+  deliveries: Delivery[]
+  buffered: { configId: string; event: WebhookEvent; at: number }[]
+  /** Configurations with batching that got events: checked for a full batch after the commit. */
+  batching: Map<string, ExportConfiguration>
+}
+
 export class DeliveryEngine {
   readonly queue: DeliveryQueue
   readonly guard: DestinationGuard
@@ -143,25 +150,43 @@ export class DeliveryEngine {
    * batching wait in the batch buffer (unless `direct`); the rest become deliveries.
    */
   async enqueue(items: { config: ExportConfiguration; event: WebhookEvent }[], opts: { direct?: boolean } = {}): Promise<Delivery[]> {
-    const deliveries: Delivery[] = []
-    const buffered: { configId: string; event: WebhookEvent; at: number }[] = []
-    const batching = new Map<string, ExportConfiguration>()
+    const plan = this.plan(items, opts)
+    await this.queue.enqueue(plan.deliveries, plan.buffered)
+    await this.afterCommit(plan)
+    return plan.deliveries
+  }
+
+  /**
+   * enqueue() inside the caller's write transaction (a WriteUnit step, so the deliveries commit
+   * with the records they describe). Call the returned function once that transaction is durable.
+   */
+  enqueueInTransaction(items: { config: ExportConfiguration; event: WebhookEvent }[]): () => Promise<void> {
+    const plan = this.plan(items, {})
+    this.queue.putInTransaction(plan.deliveries, plan.buffered)
+    return () => this.afterCommit(plan)
+  }
+
+  private plan(items: { config: ExportConfiguration; event: WebhookEvent }[], opts: { direct?: boolean }): EnqueuePlan {
+    const plan: EnqueuePlan = { deliveries: [], buffered: [], batching: new Map() }
     for (const { config, event } of items) {
       if (config.batching && !opts.direct) {
-        buffered.push({ configId: config.id, event, at: this.now() })
-        batching.set(config.id, config)
-      } else deliveries.push(this.newDelivery(config, event))
+        plan.buffered.push({ configId: config.id, event, at: this.now() })
+        plan.batching.set(config.id, config)
+      } else plan.deliveries.push(this.newDelivery(config, event))
     }
-    await this.queue.enqueue(deliveries, buffered)
-    if (batching.size) {
+    return plan
+  }
+
+  /** Once a plan is on disk: flush the batches it filled, and start delivering. */
+  private async afterCommit(plan: EnqueuePlan): Promise<void> {
+    if (plan.batching.size) {
       const waiting = this.queue.batches()
-      for (const c of batching.values()) {
+      for (const c of plan.batching.values()) {
         const b = waiting.get(c.id)
         if (b && b.count >= c.batching!.maxEvents) await this.flushBatch(c)
       }
     }
     this.kick()
-    return deliveries
   }
 
   private flushBatch(config: ExportConfiguration): Promise<Delivery | undefined> {

@@ -29,12 +29,13 @@ export class DeliveryQueue {
   /** Puts deliveries (and batch-buffer entries) in one transaction; resolves once on disk. */
   async enqueue(deliveries: Delivery[], buffered: { configId: string; event: WebhookEvent; at: number }[] = []): Promise<void> {
     if (deliveries.length === 0 && buffered.length === 0) return
-    await this.store.durable(
-      this.store.root.transaction(() => {
-        for (const d of deliveries) this.putNew(d)
-        for (const b of buffered) this.batch.put([b.configId, b.event.id], { event: b.event, at: b.at })
-      }),
-    )
+    await this.store.durable(this.store.root.transaction(() => this.putInTransaction(deliveries, buffered)))
+  }
+
+  /** enqueue()'s puts, inside the caller's write transaction. */
+  putInTransaction(deliveries: Delivery[], buffered: { configId: string; event: WebhookEvent; at: number }[]): void {
+    for (const d of deliveries) this.putNew(d)
+    for (const b of buffered) this.batch.put([b.configId, b.event.id], { event: b.event, at: b.at })
   }
 
   private putNew(d: Delivery): void {

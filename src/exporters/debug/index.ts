@@ -19,6 +19,8 @@ export class DebugExporter implements ConsumingComponent {
 
   constructor(private readonly settings: CreateSettings, private readonly config: Config) {
     const consume = async (batch: Batch<unknown>): Promise<void> => {
+      // Log what was stored: the costs a pricing step sets exist once the write unit ran.
+      await batch.ctx.unit?.commit()
       if (this.config.verbosity === 'detailed') for (const item of batch.items) this.settings.logger.info({ item }, 'debug exporter')
       else this.settings.logger.info({ items: batch.items.length }, 'debug exporter')
       this.settings.metrics.accepted(batch.items.length)

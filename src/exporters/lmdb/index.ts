@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
-import type { Batch } from '../../core/consumer.js'
+import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError } from '../../core/errors.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import { mountReadRoutes } from './read-api.js'
@@ -46,14 +46,18 @@ export class LmdbExporter implements ConsumingComponent {
     const host = this.host!
     const now = host.now()
     const idem = batch.ctx.idempotency
+    const opts = {
+      dedupWindowMs: batch.ctx.dedupWindowMs ?? this.config.retention_hours * 3_600_000,
+      now,
+      idempotency: idem && batch.ctx.caller
+        ? { account: batch.ctx.caller.account, key: idem.key, entry: { bodyHash: idem.bodyHash, response: idem.response, at: now } }
+        : undefined,
+    }
+    // The records go in the request's write unit, after the steps of the processors before us.
+    const unit = unitOf(batch, host.store)
+    unit.add(() => void host.store.usage.writeInTransaction(batch.items, opts))
     try {
-      await host.store.usage.write(batch.items, {
-        dedupWindowMs: batch.ctx.dedupWindowMs ?? this.config.retention_hours * 3_600_000,
-        now,
-        idempotency: idem && batch.ctx.caller
-          ? { account: batch.ctx.caller.account, key: idem.key, entry: { bodyHash: idem.bodyHash, response: idem.response, at: now } }
-          : undefined,
-      })
+      await unit.commit()
     } catch (err) {
       this.settings.metrics.failed(batch.items.length)
       throw new RetryableError(`lmdb write failed: ${(err as Error).message}`, err)

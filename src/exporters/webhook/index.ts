@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
-import type { Batch } from '../../core/consumer.js'
+import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError } from '../../core/errors.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import { ExportConfigurations } from '../../extensions/exportconfigs/index.js'
@@ -26,12 +26,14 @@ type Config = Static<typeof schema>
 export class WebhookExporter implements ConsumingComponent {
   readonly consumers
   private ext?: ExportConfigurations
+  private host?: Host
 
   constructor(private readonly settings: CreateSettings, private readonly config: Config) {
     this.consumers = { usage: { consume: (b: Batch<UsageRecord>) => this.consume(b) } }
   }
 
   async start(host: Host): Promise<void> {
+    this.host = host
     const ext = host.getExtension(this.config.export_configurations)
     if (!(ext instanceof ExportConfigurations))
       throw new Error(`exporter ${this.settings.id}: extension "${this.config.export_configurations}" (exportconfigs) must be configured and listed in service.extensions`)
@@ -42,26 +44,41 @@ export class WebhookExporter implements ConsumingComponent {
 
   private async consume(batch: Batch<UsageRecord>): Promise<void> {
     const { store, engine } = this.ext!
-    const items: { config: ExportConfiguration; event: WebhookEvent }[] = []
+    // Which configurations want which record is known now; the events are built in the
+    // request's write unit, after the pricing step has set the costs they carry, and the
+    // deliveries commit in the same transaction as the records.
+    const wanted: { r: UsageRecord; configs: readonly ExportConfiguration[] }[] = []
     for (const r of batch.items) {
       const configs = store!.forTeam(r.caller.team)
-      if (configs.length === 0) continue
-      let event: WebhookEvent | undefined
-      for (const c of configs) {
-        if (!wants(c, r)) continue
-        // One event per record, shared by every configuration it goes to: one id to dedup on.
-        event ??= usageEvent(r, engine!.now())
-        items.push({ config: c, event })
-      }
+      if (configs.length > 0) wanted.push({ r, configs })
     }
-    if (items.length === 0) return
+    if (wanted.length === 0) return
+    let count = 0
+    let afterCommit: (() => Promise<void>) | undefined
+    const unit = unitOf(batch, this.host!.store)
+    unit.add(() => {
+      const items: { config: ExportConfiguration; event: WebhookEvent }[] = []
+      for (const { r, configs } of wanted) {
+        let event: WebhookEvent | undefined
+        for (const c of configs) {
+          if (!wants(c, r)) continue
+          // One event per record, shared by every configuration it goes to: one id to dedup on.
+          event ??= usageEvent(r, engine!.now())
+          items.push({ config: c, event })
+        }
+      }
+      count = items.length
+      if (count > 0) afterCommit = engine!.enqueueInTransaction(items)
+    })
     try {
-      await engine!.enqueue(items)
+      await unit.commit()
     } catch (err) {
-      this.settings.metrics.failed(items.length)
+      this.settings.metrics.failed(wanted.length)
       throw new RetryableError(`webhook queue write failed: ${(err as Error).message}`, err)
     }
-    this.settings.metrics.accepted(items.length)
+    if (count > 0) this.settings.metrics.accepted(count)
+    // The events are on disk: a batch flush that fails here is retried by the engine's next pass.
+    await afterCommit?.().catch((err) => this.settings.logger.warn({ err }, 'webhook batch flush after enqueue failed'))
   }
 }
 

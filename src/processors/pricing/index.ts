@@ -3,8 +3,7 @@ import { isAbsolute, join, resolve } from 'node:path'
 import { Type, type Static } from '@sinclair/typebox'
 import type { Counter } from 'prom-client'
 import type { CreateSettings, Host, ProcessorFactory } from '../../core/component.js'
-import type { Batch, Consumer } from '../../core/consumer.js'
-import { RetryableError } from '../../core/errors.js'
+import { unitOf, type Batch, type Consumer } from '../../core/consumer.js'
 import { PACKAGE_ROOT } from '../../core/paths.js'
 import { sharedCounter } from '../../core/telemetry.js'
 import { ToolsExtension } from '../../extensions/tools/index.js'
@@ -143,16 +142,19 @@ export class PricingProcessor implements Consumer {
       this.count(r)
     }
     if (charges && pending) {
-      let applied
-      try {
-        applied = await this.aggregates!.apply(charges, this.host!.now())
-      } catch (err) {
-        this.settings.metrics.failed(batch.items.length)
-        throw new RetryableError(`tool aggregates could not be updated: ${(err as Error).message}`, err)
-      }
-      pending.forEach(({ r, tool }, i) => {
-        r.cost = toolCost(r, tool, applied[i])
-        this.count(r)
+      // The aggregates move in the request's write unit, in the same transaction as the record
+      // (one commit, and never one without the other); the costs are known once the unit ran,
+      // before any later step (the record's, the webhook deliveries') reads them.
+      const aggregates = this.aggregates!
+      const now = this.host!.now()
+      const tool = charges
+      const priced = pending
+      unitOf(batch, this.host!.store).add(() => {
+        const applied = aggregates.applyInTransaction(tool, now)
+        priced.forEach(({ r, tool }, i) => {
+          r.cost = toolCost(r, tool, applied[i])
+          this.count(r)
+        })
       })
     }
     this.settings.metrics.accepted(batch.items.length)

@@ -158,6 +158,8 @@ export class MeteringReceiver implements Component {
         }
         try {
           await this.next.consume(batch)
+          // Steps a processor added run even when no exporter of the pipeline writes (pricing → debug).
+          await batch.ctx.unit?.commit()
           this.settings.metrics.accepted(records.length)
         } catch (err) {
           const apiErr = toApiError(err)

@@ -1,0 +1,45 @@
+import type { Store } from './store.js'
+
+/** A piece of a unit: runs inside the unit's write transaction (synchronously, LMDB reads and puts only). */
+export type WriteStep = () => void
+
+/**
+ * One request's writes, from every component that stores something for it (the pricing
+ * processor's tool aggregates, the lmdb exporter's record and indexes, the webhook exporter's
+ * deliveries), committed as one nested LMDB transaction: all of it lands, or none of it does,
+ * and a request pays for one commit instead of one per component.
+ *
+ * Components add their steps while the batch passes through them (synchronously, before their
+ * first `await`), and every component that must know the outcome awaits `commit()`. The first
+ * `commit()` queues the unit; lmdb-js runs it with the other requests' units in its next write
+ * transaction. Steps run in the order they were added: processors before exporters, so an
+ * exporter's step sees the costs a pricing step set.
+ *
+ * A step must check what it can before its first put: units share lmdb-js's batched
+ * transaction without child transactions (a nested transaction per request cost ~15% of the
+ * ingest CPU), so a step that throws stops its unit (later steps are skipped, `commit()`
+ * rejects) but cannot take back the puts it already made.
+ */
+export class WriteUnit {
+  private readonly steps: WriteStep[] = []
+  private running = false
+  private done?: Promise<void>
+
+  constructor(private readonly store: Store) {}
+
+  add(step: WriteStep): void {
+    // A step added once the transaction ran would silently miss it: a programming error.
+    if (this.running) throw new Error('a write step was added after its unit was committed')
+    this.steps.push(step)
+  }
+
+  /** Resolves once every step has run and the transaction is on disk; rejects (for every caller) if a step threw. */
+  commit(): Promise<void> {
+    return (this.done ??= this.store.durable(
+      this.store.root.transaction(() => {
+        this.running = true
+        for (const step of this.steps) step()
+      }),
+    ))
+  }
+}

@@ -1,0 +1,101 @@
+import t from 'tap'
+import { Store } from '../../src/store/store.js'
+import type { ExportConfigurations } from '../../src/extensions/exportconfigs/index.js'
+import { ADMIN_KEY, call, removeDir, startMeterd, tempDir } from '../helpers/meterd.js'
+import { api, startReceiver } from '../helpers/webhook-receiver.js'
+import { createTool, event, startPricing, toolBody } from '../helpers/pricing.js'
+
+function openStore(t: { teardown(fn: () => unknown): void }): Store {
+  const dir = tempDir('meterd-unit-')
+  const store = new Store({ path: dir })
+  t.teardown(async () => {
+    await store.close()
+    removeDir(dir)
+  })
+  return store
+}
+
+t.test('a write unit runs its steps in order, in one transaction, once, for every caller', async (t) => {
+  const store = openStore(t)
+  const db = store.db<string, number>('unit-test')
+  const unit = store.unit()
+  const seen: string[] = []
+  unit.add(() => {
+    seen.push('pricing')
+    db.put('cost', 42)
+  })
+  unit.add(() => {
+    // A later step reads what an earlier one wrote in the same transaction.
+    seen.push(`record sees cost ${db.get('cost')}`)
+    db.put('record', 1)
+  })
+  const [a, b] = [unit.commit(), unit.commit()]
+  t.equal(a, b, 'every component awaits the same commit')
+  await a
+  t.same(seen, ['pricing', 'record sees cost 42'], 'steps ran once, in the order added')
+  t.equal(db.get('record'), 1)
+  t.throws(() => unit.add(() => {}), /added after its unit was committed/, 'a late step is refused, not silently dropped')
+})
+
+t.test('a step that throws fails the unit for every caller and skips the steps after it', async (t) => {
+  const store = openStore(t)
+  const db = store.db<string, number>('unit-test')
+  const unit = store.unit()
+  unit.add(() => {
+    throw new Error('tool aggregates are corrupt')
+  })
+  unit.add(() => void db.put('record', 1))
+  await t.rejects(unit.commit(), /tool aggregates are corrupt/)
+  await t.rejects(unit.commit(), /tool aggregates are corrupt/, 'a second caller sees the same failure')
+  t.equal(db.get('record'), undefined, 'the record step never ran')
+  // Other units in the same lmdb-js transaction are not affected.
+  const ok = store.unit()
+  ok.add(() => void db.put('other', 2))
+  await ok.commit()
+  t.equal(db.get('other'), 2)
+})
+
+t.test('a tool event: its webhook event carries the cost its aggregate gave it', async (t) => {
+  // The default pipeline (pricing → lmdb, webhook), without rate limiting.
+  const m = await startMeterd(t, {
+    config: {
+      extensions: { apikeys: { bootstrap_key: ADMIN_KEY }, exportconfigs: { allow_private_destinations: ['127.0.0.1'], poll_interval_ms: 3_600_000 } },
+      service: { extensions: ['apikeys', 'exportconfigs', 'tools'] },
+    },
+  })
+  const engine = m.service.getExtension<ExportConfigurations>('exportconfigs')!.engine!
+  const rx = await startReceiver(t)
+  const key = await m.key({ team: 'team-a' })
+  t.equal((await call(api(m), { key, body: { name: 'tools', url: rx.url, eventTypes: ['usage.tool'] } })).status, 201)
+  await createTool(m, key, toolBody('geo', { name: 'requests', aggregationType: 'COUNT', unitPrice: '0.25' }))
+  for (let i = 0; i < 3; i++) t.equal((await call(`${m.url}/meter/v2/tool/events`, { key, body: event('geo') })).status, 201)
+  await engine.settle()
+  const got = await rx.waitFor(3)
+  t.same(
+    got.map((d) => d.json.data.cost?.total),
+    ['0.25', '0.25', '0.25'],
+    'each delivered event is priced (the webhook step ran after the pricing step)',
+  )
+})
+
+t.test('pricing with no durable exporter: the unit still commits, aggregates move, the debug exporter logs the costs', async (t) => {
+  const m = await startPricing(t, {
+    config: {
+      exporters: { debug: { verbosity: 'detailed' } },
+      service: {
+        extensions: ['apikeys', 'tools'],
+        pipelines: { usage: { receivers: ['metering'], processors: ['validate', 'attribution', 'pricing'], exporters: ['debug'] } },
+      },
+    },
+  })
+  const key = await m.key()
+  const tiers = [{ upTo: 1, unitPrice: '1' }, { upTo: null, unitPrice: '0.5' }]
+  await createTool(m, key, toolBody('geo', { name: 'requests', aggregationType: 'COUNT', tiersMode: 'graduated', tiers }))
+  const bodies = [event('geo'), event('geo')]
+  for (const body of bodies) t.equal((await call(`${m.url}/meter/v2/tool/events`, { key, body })).status, 201)
+  const logged = m.logs
+    .map((l) => JSON.parse(l))
+    .filter((l) => l.msg === 'debug exporter')
+    .map((l) => [l.item.body.transactionId, l.item.cost?.total])
+  t.same(logged, bodies.map((b, i) => [b.transactionId, ['1', '0.5'][i]]), 'the second event saw the aggregate the first one committed')
+})

@@ -24,16 +24,29 @@ export interface ComponentMetrics {
   failed(n: number): void
 }
 
-const counters = new WeakMap<Registry, { accepted: Counter; refused: Counter; failed: Counter }>()
+interface ComponentCounters {
+  accepted: Counter
+  refused: Counter
+  failed: Counter
+  /** Moves each component's pending counts into the counters; runs when /metrics is collected. */
+  flushers: (() => void)[]
+}
+
+const counters = new WeakMap<Registry, ComponentCounters>()
 
 export function componentMetrics(registry: Registry, kind: string, id: string): ComponentMetrics {
   let c = counters.get(registry)
   if (!c) {
     const labelNames = ['kind', 'component'] as const
+    const flushers: (() => void)[] = []
+    const collect = (): void => {
+      for (const f of flushers) f()
+    }
     c = {
-      accepted: new Counter({ name: 'meterd_component_accepted_items_total', help: 'Items a component accepted', labelNames, registers: [registry] }),
-      refused: new Counter({ name: 'meterd_component_refused_items_total', help: 'Items a component refused as invalid', labelNames, registers: [registry] }),
-      failed: new Counter({ name: 'meterd_component_failed_items_total', help: 'Items a component failed to handle', labelNames, registers: [registry] }),
+      accepted: new Counter({ name: 'meterd_component_accepted_items_total', help: 'Items a component accepted', labelNames, registers: [registry], collect }),
+      refused: new Counter({ name: 'meterd_component_refused_items_total', help: 'Items a component refused as invalid', labelNames, registers: [registry], collect }),
+      failed: new Counter({ name: 'meterd_component_failed_items_total', help: 'Items a component failed to handle', labelNames, registers: [registry], collect }),
+      flushers,
     }
     counters.set(registry, c)
   }
@@ -43,7 +56,19 @@ export function componentMetrics(registry: Registry, kind: string, id: string): 
   const f = c.failed.labels(labels)
   // Pre-create the series so /metrics shows zeros from start-up.
   a.inc(0), r.inc(0), f.inc(0)
-  return { accepted: (n) => a.inc(n), refused: (n) => r.inc(n), failed: (n) => f.inc(n) }
+  // Every request counts in several components: a plain addition here, prom-client's labelled
+  // increment (a label hash per call) only when /metrics is scraped.
+  const pending = { accepted: 0, refused: 0, failed: 0 }
+  c.flushers.push(() => {
+    if (pending.accepted) a.inc(pending.accepted), (pending.accepted = 0)
+    if (pending.refused) r.inc(pending.refused), (pending.refused = 0)
+    if (pending.failed) f.inc(pending.failed), (pending.failed = 0)
+  })
+  return {
+    accepted: (n) => void (pending.accepted += n),
+    refused: (n) => void (pending.refused += n),
+    failed: (n) => void (pending.failed += n),
+  }
 }
 
 /** A counter created once per registry (components may be built several times in tests). */

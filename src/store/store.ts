@@ -45,6 +45,16 @@ export class Store {
     return db as Database<V, K>
   }
 
+  /**
+   * Puts `value` unless `key` exists (LMDB's MDB_NOOVERWRITE), inside a write transaction only;
+   * true when it was put. One B-tree operation where a get and a put would be two.
+   */
+  putIfAbsent<K extends import('lmdb').Key, V>(db: Database<V, K>, key: K, value: V): boolean {
+    // Inside a write transaction lmdb-js writes synchronously and answers with a settled
+    // promise that carries the outcome as `result`.
+    return (db.put(key, value, { noOverwrite: true } as any) as Promise<boolean> & { result?: boolean }).result === true
+  }
+
   /** A new unit of writes committed as one transaction (src/store/write-unit.ts). */
   unit(): WriteUnit {
     return new WriteUnit(this)

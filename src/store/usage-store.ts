@@ -102,12 +102,16 @@ export class UsageStore {
       const tx = r.body.transactionId
       if (typeof tx === 'string' && tx !== '') {
         const dk = this.dedupKey(r.caller.account, r.kind, tx)
-        const prior = this.dedup.get(dk)
-        if (prior && opts.now - prior.at < opts.dedupWindowMs && prior.id !== r.id) {
-          kept.set(r.id, prior.id)
-          continue
+        const entry = { id: r.id, at: opts.now }
+        // Usually there is no entry yet: one put that refuses to overwrite instead of a get and a put.
+        if (!this.store.putIfAbsent(this.dedup, dk, entry)) {
+          const prior = this.dedup.get(dk)
+          if (prior && opts.now - prior.at < opts.dedupWindowMs && prior.id !== r.id) {
+            kept.set(r.id, prior.id)
+            continue
+          }
+          this.dedup.put(dk, entry) // an expired entry, or this record's own (a retried batch)
         }
-        this.dedup.put(dk, { id: r.id, at: opts.now })
       }
       this.records.put(r.id, r)
       for (const k of indexKeys(r)) this.index.put(k, null)

@@ -6,6 +6,13 @@ import type { UsageKind } from './usage-record.js'
 // RFC 3339 / ISO-8601 date-time: with or without fractions, `Z` or an offset (wire-contract §1.2).
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)$/
 export function isDateTime(v: string): boolean {
+  // The shape nearly every client sends is checked without the regex and Date.parse; the
+  // answer is the same (for it, Date.parse fails only on a 60th second).
+  if (isCanonicalUtc(v)) {
+    const month = d2(v, 5)
+    const day = d2(v, 8)
+    return month >= 1 && month <= 12 && day >= 1 && day <= 31 && d2(v, 11) <= 23 && d2(v, 14) <= 59 && d2(v, 17) <= 59
+  }
   if (!DATE_TIME.test(v)) return false
   const month = Number(v.slice(5, 7))
   const day = Number(v.slice(8, 10))
@@ -15,6 +22,37 @@ export function isDateTime(v: string): boolean {
   return !Number.isNaN(Date.parse(v))
 }
 FormatRegistry.Set('date-time', isDateTime)
+
+const DIGITS_AT = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22]
+/** Two decimal digits at i (callers have checked they are digits). */
+const d2 = (v: string, i: number): number => (v.charCodeAt(i) - 48) * 10 + (v.charCodeAt(i + 1) - 48)
+
+/** `YYYY-MM-DDTHH:MM:SS.sssZ` exactly: what toISOString writes and most clients send. */
+function isCanonicalUtc(v: string): boolean {
+  if (v.length !== 24) return false
+  if (v[4] !== '-' || v[7] !== '-' || v[10] !== 'T' || v[13] !== ':' || v[16] !== ':' || v[19] !== '.' || v[23] !== 'Z') return false
+  for (const i of DIGITS_AT) {
+    const c = v.charCodeAt(i)
+    if (c < 48 || c > 57) return false
+  }
+  return true
+}
+
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+function daysInMonth(year: number, month: number): number {
+  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
+  return month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]
+}
+
+/**
+ * A valid date-time (isDateTime) as `new Date(v).toISOString()` spells it: UTC, milliseconds.
+ * A canonical input that names a real day is already that spelling and is returned as is.
+ */
+export function toIsoUtc(v: string): string {
+  if (isCanonicalUtc(v) && d2(v, 8) <= daysInMonth(d2(v, 0) * 100 + d2(v, 2), d2(v, 5))) return v
+  // Other spellings, and days past the month's end (which Date rolls into the next month).
+  return new Date(v).toISOString()
+}
 
 /** Every field schema says, in words, what it expects: that sentence is the 400's message. */
 const str = (max = 1024) => Type.String({ maxLength: max, expected: `a string of at most ${max} characters` })

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import type { CreateSettings, ProcessorFactory } from '../../core/component.js'
 import type { Batch, Consumer } from '../../core/consumer.js'
 import { PermanentError } from '../../core/errors.js'
-import { checkBody } from '../../model/schemas.js'
+import { checkBody, toIsoUtc } from '../../model/schemas.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 
 const schema = Type.Object(
@@ -45,7 +45,7 @@ export class ValidateProcessor implements Consumer {
           throw new PermanentError(`${missing} is required`, 'missing_field', missing, many ? i : undefined)
         }
       }
-      r.eventTime = new Date(r.kind === 'completion' ? r.body.requestTime : r.body.timestamp).toISOString()
+      r.eventTime = toIsoUtc(r.kind === 'completion' ? r.body.requestTime : r.body.timestamp)
     }
     this.settings.metrics.accepted(batch.items.length)
     return this.next.consume(batch)

@@ -1,0 +1,51 @@
+import fc from 'fast-check'
+import t from 'tap'
+import { isDateTime, toIsoUtc } from '../../src/model/schemas.js'
+
+// The reference: what the validator and the stored event time were before their fast paths.
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)$/
+function referenceIsDateTime(v: string): boolean {
+  if (!DATE_TIME.test(v)) return false
+  const [month, day, hour, minute] = [v.slice(5, 7), v.slice(8, 10), v.slice(11, 13), v.slice(14, 16)].map(Number)
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59) return false
+  return !Number.isNaN(Date.parse(v))
+}
+
+const two = (n: number) => String(n).padStart(2, '0')
+// Canonical-looking stamps, with out-of-range parts on purpose (month 13, day 31 of short months,
+// 29 February in leap and common years, second 60).
+const stamp = fc
+  .record({
+    year: fc.integer({ min: 0, max: 9999 }),
+    month: fc.integer({ min: 0, max: 13 }),
+    day: fc.integer({ min: 0, max: 32 }),
+    hour: fc.integer({ min: 0, max: 24 }),
+    minute: fc.integer({ min: 0, max: 60 }),
+    second: fc.integer({ min: 0, max: 60 }),
+    ms: fc.integer({ min: 0, max: 999 }),
+  })
+  .map((p) => `${String(p.year).padStart(4, '0')}-${two(p.month)}-${two(p.day)}T${two(p.hour)}:${two(p.minute)}:${two(p.second)}.${String(p.ms).padStart(3, '0')}Z`)
+
+t.test('the canonical fast path answers exactly what the regex and Date.parse answer', async (t) => {
+  fc.assert(
+    fc.property(stamp, (v) => {
+      if (isDateTime(v) !== referenceIsDateTime(v)) throw new Error(`isDateTime(${v})`)
+      if (isDateTime(v) && toIsoUtc(v) !== new Date(v).toISOString()) throw new Error(`toIsoUtc(${v}) = ${toIsoUtc(v)}`)
+    }),
+    { numRuns: 20_000 },
+  )
+  t.pass('20,000 generated stamps agree')
+})
+
+t.test('known cases: leap days, days past the month end, other spellings', async (t) => {
+  t.equal(toIsoUtc('2024-02-29T10:00:00.000Z'), '2024-02-29T10:00:00.000Z', 'a leap day is kept')
+  t.equal(toIsoUtc('2026-02-29T10:00:00.000Z'), '2026-03-01T10:00:00.000Z', 'no 29 February in 2026: Date rolls it over, as before')
+  t.equal(toIsoUtc('2100-02-29T10:00:00.000Z'), '2100-03-01T10:00:00.000Z', '2100 is not a leap year')
+  t.equal(toIsoUtc('2000-02-29T10:00:00.000Z'), '2000-02-29T10:00:00.000Z', '2000 is')
+  t.equal(toIsoUtc('2026-11-21T23:55:47+01:00'), '2026-11-21T22:55:47.000Z', 'an offset without milliseconds is normalised')
+  t.equal(toIsoUtc('2026-11-21T23:55:47.661123Z'), '2026-11-21T23:55:47.661Z', 'microseconds are cut to milliseconds')
+  t.notOk(isDateTime('2026-11-21T23:55:60.000Z'), 'second 60')
+  t.notOk(isDateTime('2026-13-21T23:55:47.661Z'), 'month 13')
+  t.notOk(isDateTime('2026-11-21T23:55:47.661z '), 'trailing space')
+  t.ok(isDateTime('2026-11-21t23:55:47.661z'), 'lower-case t and z are RFC 3339')
+})

@@ -158,7 +158,7 @@ export class HttpServer {
       let path = q === -1 ? url : url.slice(0, q)
       if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1)
       const method = req.method ?? 'GET'
-      ctx = new Ctx(req, method, path, new URLSearchParams(q === -1 ? '' : url.slice(q + 1)), bucketFor(path, this.opts.apiPrefix), this.opts)
+      ctx = new Ctx(req, method, path, q === -1 ? '' : url.slice(q + 1), bucketFor(path, this.opts.apiPrefix), this.opts)
       const reply = await this.admitAndRoute(ctx)
       this.send(res, ctx, reply)
     } catch (err) {
@@ -233,15 +233,21 @@ class Ctx implements RequestContext {
   principal?: Principal
   readonly responseHeaders: Record<string, string> = {}
   private body?: Promise<Buffer>
+  private parsedQuery?: URLSearchParams
 
   constructor(
     readonly req: IncomingMessage,
     readonly method: string,
     readonly path: string,
-    readonly query: URLSearchParams,
+    private readonly search: string,
     readonly bucket: RateLimitBucket | null,
     private readonly opts: HttpServerOptions,
   ) {}
+
+  /** Parsed on first use: ingest routes never read it. */
+  get query(): URLSearchParams {
+    return (this.parsedQuery ??= new URLSearchParams(this.search))
+  }
 
   get ip(): string {
     return this.req.socket.remoteAddress ?? ''

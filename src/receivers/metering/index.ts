@@ -102,7 +102,7 @@ export class MeteringReceiver implements Component {
     // Records this request stores first; concurrent retries of the same transactionId wait on them.
     const owned: { ack: Ack; resolve: (id: string) => void; reject: (e: unknown) => void }[] = []
     try {
-      const created = new Date(now).toISOString()
+      const created = isoAt(now)
       const acks: Ack[] = []
       const records: UsageRecord[] = []
       const waits: Promise<void>[] = []
@@ -150,7 +150,7 @@ export class MeteringReceiver implements Component {
         records.push(newRecord(ack.id, kind, body, caller, created))
       }
 
-      const response = (): string => JSON.stringify(Array.isArray(parsed) ? acks.map(plain) : plain(acks[0]))
+      const response = (): string => (Array.isArray(parsed) ? `[${acks.map(ackJson).join(',')}]` : ackJson(acks[0]))
       if (records.length) {
         const batch: Batch = { items: records, ctx: { caller, receiver: this.settings.id, dedupWindowMs: windowMs } }
         if (replayKey !== undefined && waits.length === 0) {
@@ -184,8 +184,21 @@ const mismatch = (): ApiError =>
     headers: { 'x-should-retry': 'false' },
   })
 
-function plain(a: Ack): Ack {
-  return { id: a.id, resourceType: a.resourceType, label: a.label, signature: a.signature, created: a.created }
+/** The 201 body of one record, in SPEC's field order (written directly: it is on every request's path). */
+function ackJson(a: Ack): string {
+  const q = JSON.stringify
+  return `{"id":${q(a.id)},"resourceType":${q(a.resourceType)},"label":${q(a.label)},"signature":${q(a.signature)},"created":${q(a.created)}}`
+}
+
+// toISOString costs about a microsecond; requests of the same millisecond share one.
+let isoMs = NaN
+let isoText = ''
+function isoAt(ms: number): string {
+  if (ms !== isoMs) {
+    isoMs = ms
+    isoText = new Date(ms).toISOString()
+  }
+  return isoText
 }
 
 function dropLegacy(raw: Record<string, unknown>): Record<string, unknown> {

@@ -29,6 +29,23 @@ function incrementTail(): void {
   }
 }
 
+// The 10 time characters change once per millisecond; ids of the same millisecond share them.
+let timeMs = -1
+let timeText = ''
+function timePart(ms: number): string {
+  if (ms !== timeMs) {
+    timeMs = ms
+    const chars = new Array<string>(10)
+    let t = ms
+    for (let i = 9; i >= 0; i--) {
+      chars[i] = ALPHABET[t % 32]
+      t = Math.floor(t / 32)
+    }
+    timeText = chars.join('')
+  }
+  return timeText
+}
+
 /** A time-sortable, unique record id (26 characters). */
 export function newId(now = Date.now()): string {
   if (now > lastMs) {
@@ -38,14 +55,7 @@ export function newId(now = Date.now()): string {
   } else {
     incrementTail()
   }
-  let out = ''
-  let t = lastMs
-  const time = new Array<string>(10)
-  for (let i = 9; i >= 0; i--) {
-    time[i] = ALPHABET[t % 32]
-    t = Math.floor(t / 32)
-  }
-  out = time.join('')
+  let out = timePart(lastMs)
   // 80 bits → 16 base32 characters, 5 bits at a time.
   let acc = 0
   let bits = 0

@@ -11,10 +11,13 @@ const newNode = (): Node => ({ statics: new Map(), handlers: new Map() })
 /** A segment trie: static segments win over `:param` segments. */
 export class Router {
   private readonly root = newNode()
+  /** Routes without parameters by `METHOD /path`: the ingest routes, found without splitting the path. */
+  private readonly exact = new Map<string, Route>()
 
   add(route: Route): void {
     let node = this.root
-    for (const seg of split(route.path)) {
+    const segs = split(route.path)
+    for (const seg of segs) {
       if (seg.startsWith(':')) {
         const name = seg.slice(1)
         if (!node.param) node.param = { name, node: newNode() }
@@ -28,10 +31,14 @@ export class Router {
     }
     if (node.handlers.has(route.method)) throw new Error(`route ${route.method} ${route.path} is mounted twice`)
     node.handlers.set(route.method, route)
+    if (!segs.some((seg) => seg.startsWith(':'))) this.exact.set(`${route.method} /${segs.join('/')}`, route)
   }
 
   /** The route for method+path, `405` when the path exists with other methods, else undefined. */
   find(method: string, path: string): { route: Route; params: Record<string, string> } | 405 | undefined {
+    // A static segment always wins over a parameter, so an exact hit is what the walk would find.
+    const exact = this.exact.get(`${method} ${path}`)
+    if (exact) return { route: exact, params: {} }
     const params: Record<string, string> = {}
     const node = walk(this.root, split(path), 0, params)
     if (!node || node.handlers.size === 0) return undefined

@@ -160,6 +160,9 @@ export class ToolAggregates {
 export type BillingPeriod = 'month' | 'week' | 'day' | 'year'
 
 export function periodOf(eventTime: string, unit: BillingPeriod): string {
+  // Event times are stored as toISOString spells them (validate processor): the calendar
+  // periods are prefixes of it.
+  if (unit !== 'week' && eventTime.length === 24 && eventTime.endsWith('Z')) return eventTime.slice(0, unit === 'year' ? 4 : unit === 'month' ? 7 : 10)
   const d = new Date(eventTime)
   const iso = d.toISOString()
   switch (unit) {

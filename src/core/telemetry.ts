@@ -77,3 +77,41 @@ export function sharedCounter(registry: Registry, name: string, help: string, la
   if (existing) return existing as Counter
   return new Counter({ name, help, labelNames, registers: [registry] })
 }
+
+/** Bumps a labelled count by one. */
+export type Tally = (labels: Record<string, string>) => void
+
+const tallies = new WeakMap<Registry, Map<string, Tally>>()
+
+/**
+ * A labelled counter for per-record events (priced, unpriced, unattributed): a bump is a plain
+ * addition, and the sums reach the prom-client counter when /metrics is collected. Created once
+ * per registry and name, like sharedCounter.
+ */
+export function tally(registry: Registry, name: string, help: string, labelNames: string[]): Tally {
+  let byName = tallies.get(registry)
+  if (!byName) tallies.set(registry, (byName = new Map()))
+  const existing = byName.get(name)
+  if (existing) return existing
+  const pending = new Map<string, { labels: Record<string, string>; n: number }>()
+  new Counter({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    collect() {
+      for (const p of pending.values()) {
+        if (p.n) this.inc(p.labels, p.n)
+        p.n = 0
+      }
+    },
+  })
+  const bump: Tally = (labels) => {
+    const key = labelNames.map((l) => labels[l]).join('\0')
+    let p = pending.get(key)
+    if (!p) pending.set(key, (p = { labels: { ...labels }, n: 0 }))
+    p.n++
+  }
+  byName.set(name, bump)
+  return bump
+}

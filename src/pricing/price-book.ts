@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { parse } from 'yaml'
 import type { CompletionBody, Cost } from '../model/usage-record.js'
-import { Decimal, ZERO, dec, money, perMillion, type Decimal as D } from './money.js'
+import { Decimal, ZERO, dec, money, perMillion, round, type Decimal as D } from './money.js'
 
 /** Per-million-token prices of one model (YAML spelling in comments). */
 export interface Rates {
@@ -248,7 +248,8 @@ export function priceCompletion(book: PriceBook, body: CompletionBody): Cost {
     return { currency: 'USD', total: '0', parts: {}, source: 'skipped', note: typeof body.skipReason === 'string' ? body.skipReason : 'billing_skipped' }
   }
   const found = book.find(body.provider, body.model)
-  const parts: Record<string, string> = found ? bookParts(found.price, found.provider, body) : {}
+  const priced = found ? bookParts(found.price, found.provider, body) : undefined
+  const parts: Record<string, string> = priced?.parts ?? {}
   const clientSent = CLIENT_COST_FIELDS.filter((f) => typeof body[f] === 'number')
   const clientTotal = typeof body.totalCost === 'number' ? dec(body.totalCost) : undefined
   if (clientSent.length || clientTotal !== undefined) {
@@ -259,7 +260,7 @@ export function priceCompletion(book: PriceBook, body: CompletionBody): Cost {
     return cost
   }
   if (!found) return { currency: 'USD', total: '0', parts: {}, source: 'unpriced', note: 'unknown_model' }
-  return { currency: 'USD', total: money(sum(parts)), parts, source: 'pricebook', priceVersion: found.price.version }
+  return { currency: 'USD', total: money(priced!.total), parts, source: 'pricebook', priceVersion: found.price.version }
 }
 
 function sum(parts: Record<string, string>): D {
@@ -268,7 +269,8 @@ function sum(parts: Record<string, string>): D {
   return t
 }
 
-function bookParts(p: ModelPrice, provider: ProviderInfo, b: CompletionBody): Record<string, string> {
+/** The book's cost parts as money strings, and their total (the sum of the rounded parts, as if re-read from the strings). */
+function bookParts(p: ModelPrice, provider: ProviderInfo, b: CompletionBody): { parts: Record<string, string>; total: D } {
   const input = count(b.inputTokenCount)
   const output = count(b.outputTokenCount)
   const reasoning = count(b.reasoningTokenCount)
@@ -295,8 +297,13 @@ function bookParts(p: ModelPrice, provider: ProviderInfo, b: CompletionBody): Re
   if (r.reasoning) parts.reasoningTokenCost = perMillion(Math.min(reasoning, output || reasoning), r.reasoning)
   const mult = b.pricingTier === 'BATCH' ? provider.batchMultiplier : undefined
   const out: Record<string, string> = {}
-  for (const [k, v] of Object.entries(parts)) out[k] = money(mult ? v.times(mult) : v)
-  return out
+  let total = ZERO
+  for (const [k, v] of Object.entries(parts)) {
+    const part = round(mult ? v.times(mult) : v)
+    out[k] = money(part)
+    total = total.plus(part)
+  }
+  return { parts: out, total }
 }
 
 function definedOnly(o: object): Partial<Rates> {

@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { CreateSettings, ProcessorFactory } from '../../core/component.js'
 import type { Batch, Consumer } from '../../core/consumer.js'
-import { sharedCounter } from '../../core/telemetry.js'
+import { tally } from '../../core/telemetry.js'
 import type { Attribution, UsageRecord } from '../../model/usage-record.js'
 
 const schema = Type.Object(
@@ -49,7 +49,7 @@ export class AttributionProcessor implements Consumer {
   private readonly unattributed
 
   constructor(private readonly settings: CreateSettings, private readonly config: Config, private readonly next: Consumer) {
-    this.unattributed = sharedCounter(settings.registry, 'meterd_unattributed_records_total', 'Records stored without organizationName or productName', ['kind'])
+    this.unattributed = tally(settings.registry, 'meterd_unattributed_records_total', 'Records stored without organizationName or productName', ['kind'])
   }
 
   async start(): Promise<void> {}
@@ -63,7 +63,7 @@ export class AttributionProcessor implements Consumer {
       if (!a.environment && this.config.default_environment_from_key) a.environment = r.caller.environment
       r.attribution = a
       r.attributed = a.organizationName !== '' && a.productName !== ''
-      if (!r.attributed) this.unattributed.inc({ kind: r.kind })
+      if (!r.attributed) this.unattributed({ kind: r.kind })
     }
     this.settings.metrics.accepted(batch.items.length)
     return this.next.consume(batch)

@@ -1,11 +1,10 @@
 import { existsSync } from 'node:fs'
 import { isAbsolute, join, resolve } from 'node:path'
 import { Type, type Static } from '@sinclair/typebox'
-import type { Counter } from 'prom-client'
 import type { CreateSettings, Host, ProcessorFactory } from '../../core/component.js'
 import { unitOf, type Batch, type Consumer } from '../../core/consumer.js'
 import { PACKAGE_ROOT } from '../../core/paths.js'
-import { sharedCounter } from '../../core/telemetry.js'
+import { tally, type Tally } from '../../core/telemetry.js'
 import { ToolsExtension } from '../../extensions/tools/index.js'
 import { ToolRegistry } from '../../extensions/tools/registry.js'
 import type { Tool } from '../../extensions/tools/tool.js'
@@ -95,14 +94,14 @@ export class PricingProcessor implements Consumer {
   private registry?: ToolRegistry
   private aggregates?: ToolAggregates
   private readonly tools: ToolPricingOptions
-  private readonly unpriced: Counter
-  private readonly priced: Counter
+  private readonly unpriced: Tally
+  private readonly priced: Tally
   private sweeper?: NodeJS.Timeout
 
   constructor(private readonly settings: CreateSettings, private readonly config: PricingConfig, private readonly next: Consumer) {
     this.tools = toolOptions(config)
-    this.unpriced = sharedCounter(settings.registry, 'meterd_unpriced_records_total', 'Records stored without a price (unknown model or toolId)', ['kind', 'reason'])
-    this.priced = sharedCounter(settings.registry, 'meterd_priced_records_total', 'Records by where their cost came from', ['kind', 'source'])
+    this.unpriced = tally(settings.registry, 'meterd_unpriced_records_total', 'Records stored without a price (unknown model or toolId)', ['kind', 'reason'])
+    this.priced = tally(settings.registry, 'meterd_priced_records_total', 'Records by where their cost came from', ['kind', 'source'])
   }
 
   async start(host: Host): Promise<void> {
@@ -163,8 +162,8 @@ export class PricingProcessor implements Consumer {
 
   private count(r: UsageRecord): void {
     const c = r.cost!
-    if (c.source === 'unpriced') this.unpriced.inc({ kind: r.kind, reason: c.note ?? 'unknown' })
-    this.priced.inc({ kind: r.kind, source: c.source })
+    if (c.source === 'unpriced') this.unpriced({ kind: r.kind, reason: c.note ?? 'unknown' })
+    this.priced({ kind: r.kind, source: c.source })
   }
 }
 

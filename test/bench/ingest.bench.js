@@ -7,13 +7,17 @@
  * Targets: meterd req/s ≥ 0.5 × bare; p99 ≤ 10 ms at a fixed 1,000 req/s (measured both with
  * autocannon's bursty overallRate and evenly paced); idle RSS ≤ 80 MiB.
  * Every request carries a fresh transactionId, so none is answered from the dedup index.
+ * Throughput is measured in ROUNDS alternating rounds (bare, meterd, bare, …) and each side's
+ * median is compared, so a burst of other load on a shared VM hurts both sides alike; the
+ * hypervisor's steal time over the rounds is printed with the result.
  * Run: `npm run bench -- ingest` (BENCH_SECONDS=n changes the length of each measured run).
  */
-import { BENCH_SECONDS, cannon, check, cpuSeconds, fmt, header, line, missed, paced, ratioLine, rssMiB, sampleRss, spawnMeterd, spawnScript, summarize, bodyTemplate } from './lib.js'
+import { BENCH_SECONDS, cannon, check, cpuSeconds, fmt, header, line, median, missed, paced, ratioLine, rssMiB, sampleRss, spawnMeterd, spawnScript, stealMeter, summarize, bodyTemplate } from './lib.js'
 
 const PATH = '/meter/v2/ai/completions'
 const CONNECTIONS = 32
 const FIXED_RATE = 1000
+const ROUNDS = 3
 
 const [BEFORE, AFTER] = bodyTemplate()
 
@@ -61,26 +65,27 @@ function report(label, s) {
   line(`${label} req/s`, `${fmt(s.rps)}  (p50 ${s.p50} ms, p99 ${s.p99} ms, ${fmt(s.cpuUs)} µs CPU/request, ${s.total} requests, ${s.non2xx} non-2xx, ${s.errors} errors)`)
 }
 
-header(`ingest: POST ${PATH}, ${CONNECTIONS} connections, ${BENCH_SECONDS} s per run`)
+header(`ingest: POST ${PATH}, ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${BENCH_SECONDS} s per server`)
 // Figures are only comparable on a quiet machine; say how quiet it was.
 try {
   line('load average (1 min)', `${(await import('node:fs')).readFileSync('/proc/loadavg', 'utf8').split(' ')[0]} on ${(await import('node:os')).availableParallelism()} cores`)
 } catch {}
 
-// 1. Bare node:http server.
-const bare = await spawnScript(BARE_SERVER)
-let bareStats
-try {
-  await cannon({ url: bare.url, requests: requests('-'), duration: 1 }) // warm-up
-  const cpu0 = cpuSeconds(bare.pid)
-  bareStats = summarize(await cannon({ url: bare.url, connections: CONNECTIONS, requests: requests('-') }))
-  bareStats.cpuUs = ((cpuSeconds(bare.pid) - cpu0) / bareStats.total) * 1e6
-} finally {
-  await bare.stop()
+/** One throughput round against a server: req/s, latency and CPU per request. */
+async function round(server, key) {
+  const cpu0 = cpuSeconds(server.pid)
+  const s = summarize(await cannon({ url: server.url, connections: CONNECTIONS, requests: requests(key) }))
+  s.cpuUs = ((cpuSeconds(server.pid) - cpu0) / s.total) * 1e6
+  return s
 }
-report('bare node:http', bareStats)
 
-// 2. meterd.
+/** Medians over the rounds (errors summed). */
+function combine(rounds) {
+  const m = (k) => median(rounds.map((r) => r[k]))
+  return { rps: m('rps'), p50: m('p50'), p99: m('p99'), cpuUs: m('cpuUs'), total: rounds.reduce((a, r) => a + r.total, 0), non2xx: rounds.reduce((a, r) => a + r.non2xx, 0), errors: rounds.reduce((a, r) => a + r.errors, 0) }
+}
+
+const bare = await spawnScript(BARE_SERVER)
 const meterd = await spawnMeterd({ config: MEASURED_CONFIG })
 try {
   await new Promise((r) => setTimeout(r, 1000))
@@ -89,13 +94,24 @@ try {
   // after several seconds without work, so sample once it has had the chance.
   await new Promise((r) => setTimeout(r, 12_000))
   const idle = rssMiB(meterd.pid)
-  await cannon({ url: meterd.url, requests: requests(meterd.key), duration: 1 }) // warm-up
+  await cannon({ url: bare.url, requests: requests('-'), duration: 1 }) // warm-up
+  await cannon({ url: meterd.url, requests: requests(meterd.key), duration: 1 })
+
   const rss = sampleRss(meterd.pid)
-  const cpu0 = cpuSeconds(meterd.pid)
-  const m = summarize(await cannon({ url: meterd.url, connections: CONNECTIONS, requests: requests(meterd.key) }))
-  m.cpuUs = ((cpuSeconds(meterd.pid) - cpu0) / m.total) * 1e6
+  const steal = stealMeter()
+  const bareRounds = []
+  const meterdRounds = []
+  for (let i = 0; i < ROUNDS; i++) {
+    bareRounds.push(await round(bare, '-'))
+    meterdRounds.push(await round(meterd, meterd.key))
+  }
+  const stealPct = steal()
   const loadRss = rss.stop()
+  const bareStats = combine(bareRounds)
+  const m = combine(meterdRounds)
+  report('bare node:http', bareStats)
   report('meterd', m)
+  line('rounds (req/s)', `bare ${bareRounds.map((r) => fmt(r.rps)).join(' / ')}, meterd ${meterdRounds.map((r) => fmt(r.rps)).join(' / ')} (CPU steal ${fmt(stealPct, 1)}%)`)
 
   // autocannon's overallRate: each connection sends its quota for the second back to back at
   // the start of the second, so this is the latency of a 1,000-request burst every second.
@@ -121,6 +137,7 @@ try {
   if (bad > 0) process.stdout.write(meterd.output.slice(-5).join('\n') + '\n')
 } finally {
   await meterd.stop()
+  await bare.stop()
 }
 
 const miss = missed()

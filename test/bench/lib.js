@@ -265,6 +265,33 @@ export function cpuSeconds(pid) {
   }
 }
 
+/**
+ * The share of CPU time the hypervisor gave to other guests (steal) since the call, as a
+ * percentage, from /proc/stat; call the returned function to read it. On a shared VM a run
+ * with high steal is not comparable with one without.
+ */
+export function stealMeter() {
+  const read = () => {
+    try {
+      const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number)
+      return { steal: f[7] ?? 0, total: f.slice(0, 8).reduce((a, b) => a + b, 0) }
+    } catch {
+      return { steal: NaN, total: NaN }
+    }
+  }
+  const start = read()
+  return () => {
+    const end = read()
+    return end.total > start.total ? (100 * (end.steal - start.steal)) / (end.total - start.total) : NaN
+  }
+}
+
+/** The median of a list of numbers. */
+export const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+
 /** Samples a process's RSS every `everyMs` until stop(); stop() returns the peak in MiB. */
 export function sampleRss(pid, everyMs = 200) {
   let peak = rssMiB(pid)

@@ -3,12 +3,12 @@
  * same run, each in its own `meterd run` child process, driven by autocannon on 127.0.0.1.
  * Completions are priced from the book (cached and reasoning tokens, a dated model name);
  * tool events are priced from a registered tool with graduated tiers (one aggregate update,
- * in its own LMDB transaction, per event). Runs alternate off/on twice and keep each side's
- * best, so a noisy neighbour hurts both alike.
- * Target: completions with pricing ≥ 0.9 × without. Tool events are reported beside it.
+ * in the same LMDB transaction as the record, per event). Runs alternate off/on three times and
+ * compare each side's median, so a noisy neighbour hurts both alike.
+ * Target: with pricing ≥ 0.9 × without, for completions and for tool events.
  * Run: `npm run bench -- pricing` (BENCH_SECONDS=n changes the length of each measured run).
  */
-import { BENCH_SECONDS, cannon, cpuSeconds, fmt, header, line, missed, ratioLine, spawnMeterd, summarize } from './lib.js'
+import { BENCH_SECONDS, cannon, cpuSeconds, fmt, header, line, median, missed, ratioLine, spawnMeterd, stealMeter, summarize } from './lib.js'
 
 const CONNECTIONS = 32
 const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
@@ -66,34 +66,38 @@ async function measure(d, path, body) {
   return s
 }
 
-header(`pricing: ingest with vs without the pricing processor, ${CONNECTIONS} connections, ${BENCH_SECONDS} s per run`)
+const ROUNDS = 3
+header(`pricing: ingest with vs without the pricing processor, ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${BENCH_SECONDS} s per side`)
 const off = await start(['validate', 'attribution'])
 const on = await start(['validate', 'attribution', 'pricing'])
-const best = { completion: { off: 0, on: 0 }, tool: { off: 0, on: 0 } }
-// CPU per request (all of the daemon's threads), lowest seen: far less sensitive than req/s to
-// the load generator and to neighbours on a shared 2-core machine.
-const cpu = { completion: { off: Infinity, on: Infinity }, tool: { off: Infinity, on: Infinity } }
+// Per kind and side, every round's req/s and CPU per request (all of the daemon's threads;
+// far less sensitive than req/s to the load generator and to neighbours on a shared machine).
+const runs = { completion: { off: [], on: [] }, tool: { off: [], on: [] } }
 let non2xx = 0
 try {
-  for (let round = 0; round < 2; round++) {
+  const steal = stealMeter()
+  for (let round = 0; round < ROUNDS; round++) {
     for (const [kind, path, body] of [['completion', '/meter/v2/ai/completions', COMPLETION], ['tool', '/meter/v2/tool/events', TOOL_EVENT]]) {
       for (const [side, d] of [['off', off], ['on', on]]) {
         const s = await measure(d, path, body)
         non2xx += s.non2xx + s.errors
-        best[kind][side] = Math.max(best[kind][side], s.rps)
-        cpu[kind][side] = Math.min(cpu[kind][side], s.cpuUs)
+        runs[kind][side].push(s)
       }
     }
   }
+  const stealPct = steal()
   // A priced record really carries its cost (the bench measures the real thing, not a no-op).
   const check = await fetch(`${on.url}/profitstream/v2/api/sources/metrics/ai/completions?size=1`, { headers: { 'x-api-key': on.key } }).then((r) => r.json())
   const cost = check._embedded.aICompletionMetricResourceList[0]?.cost
   line('sample priced record', cost ? `${cost.source} ${cost.total} USD (${cost.priceVersion})` : 'NONE')
-  line('completions', `${fmt(best.completion.on)} req/s with pricing vs ${fmt(best.completion.off)} req/s without`)
-  process.stdout.write(ratioLine('completions ratio', best.completion.on, best.completion.off, 0.9) + '\n')
-  line('completions CPU/request', `${fmt(cpu.completion.on)} µs with pricing vs ${fmt(cpu.completion.off)} µs without (ratio without/with ${fmt(cpu.completion.off / cpu.completion.on, 2)})`)
-  line('tool events', `${fmt(best.tool.on)} req/s with pricing vs ${fmt(best.tool.off)} req/s without (ratio ${fmt(best.tool.on / best.tool.off, 2)}, reported)`)
-  line('tool events CPU/request', `${fmt(cpu.tool.on)} µs with pricing vs ${fmt(cpu.tool.off)} µs without (ratio without/with ${fmt(cpu.tool.off / cpu.tool.on, 2)})`)
+  const rps = (kind, side) => median(runs[kind][side].map((s) => s.rps))
+  const cpu = (kind, side) => median(runs[kind][side].map((s) => s.cpuUs))
+  for (const [kind, label] of [['completion', 'completions'], ['tool', 'tool events']]) {
+    line(label, `${fmt(rps(kind, 'on'))} req/s with pricing vs ${fmt(rps(kind, 'off'))} req/s without (medians; rounds ${runs[kind].on.map((s) => fmt(s.rps)).join('/')} vs ${runs[kind].off.map((s) => fmt(s.rps)).join('/')})`)
+    process.stdout.write(ratioLine(`${label} ratio`, rps(kind, 'on'), rps(kind, 'off'), 0.9) + '\n')
+    line(`${label} CPU/request`, `${fmt(cpu(kind, 'on'))} µs with pricing vs ${fmt(cpu(kind, 'off'))} µs without (ratio without/with ${fmt(cpu(kind, 'off') / cpu(kind, 'on'), 2)})`)
+  }
+  line('CPU steal during the rounds', `${fmt(stealPct, 1)}%`)
   line('non-2xx or errors', String(non2xx))
 } finally {
   await off.stop()

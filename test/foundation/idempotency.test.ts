@@ -101,6 +101,22 @@ t.test('transactionId dedup: a retry is acknowledged with the first id and store
   t.not(theirs.body.id, first.body.id)
 })
 
+t.test('after the dedup window a transactionId is new again, and its retries get the new id', async (t) => {
+  const m = await startMeterd(t, { frozenNow: Date.UTC(2026, 10, 21, 12) })
+  const key = await m.key()
+  const body = completion()
+  const first = await call(m.url + C, { key, body })
+  m.clock.advance(23 * 3_600_000)
+  t.equal((await call(m.url + C, { key, body })).body.id, first.body.id, 'within 24 h: the first id')
+  m.clock.advance(2 * 3_600_000)
+  const later = await call(m.url + C, { key, body })
+  t.equal(later.status, 201)
+  t.not(later.body.id, first.body.id, 'after 24 h: stored as a new record')
+  t.equal((await call(m.url + C, { key, body })).body.id, later.body.id, 'and a retry of it gets its id')
+  const list = await call(`${m.url}${LIST}?transactionId=${encodeURIComponent(body.transactionId)}`, { key })
+  t.same(list.body._embedded.aICompletionMetricResourceList.map((r: any) => r.id).sort(), [first.body.id, later.body.id].sort(), 'both are stored')
+})
+
 t.test('an array is a batch: all-or-nothing, one answer per record', async (t) => {
   const m = await startMeterd(t)
   const key = await m.key()

@@ -12,7 +12,7 @@
  * hypervisor's steal time over the rounds is printed with the result.
  * Run: `npm run bench -- ingest` (BENCH_SECONDS=n changes the length of each measured run).
  */
-import { BENCH_SECONDS, cannon, check, cpuSeconds, fmt, header, line, median, missed, paced, ratioLine, rssMiB, sampleRss, spawnMeterd, spawnScript, stealMeter, summarize, bodyTemplate } from './lib.js'
+import { BENCH_SECONDS, cannon, check, cpuSeconds, fmt, header, line, median, missed, paced, ratioLine, rssMiB, rssParts, sampleRss, spawnMeterd, spawnScript, stealMeter, summarize, bodyTemplate } from './lib.js'
 
 const PATH = '/meter/v2/ai/completions'
 const CONNECTIONS = 32
@@ -131,7 +131,8 @@ try {
   line(`p99 @ ${FIXED_RATE} req/s, paced`, `${fmt(even.p99, 1)} ms (target ≤ 10 ms) ${check('p99 at 1000 req/s (paced)', even.p99 <= 10 && even.rps >= FIXED_RATE * 0.95)}`)
   line(`p99 @ ${FIXED_RATE} req/s, autocannon`, `${fixed.p99} ms (target ≤ 10 ms) ${check('p99 at 1000 req/s (autocannon bursts)', fixed.p99 <= 10)}`)
   line('idle RSS', `${fmt(idle, 1)} MiB after 12 s idle, ${fmt(justStarted, 1)} MiB 1 s after start (target ≤ 80 MiB) ${check('idle RSS', idle <= 80)}`)
-  line('RSS under load (peak)', `${fmt(Math.max(loadRss, fixedPeak), 1)} MiB`)
+  const parts = rssParts(meterd.pid)
+  line('RSS under load (peak)', `${fmt(Math.max(loadRss, fixedPeak), 1)} MiB; after the runs ${fmt(parts.anon, 1)} MiB anonymous (heap, buffers) + ${fmt(parts.file, 1)} MiB file-backed (mostly LMDB's mapped data file, which grows with the data)`)
   const bad = m.non2xx + m.errors + fixed.non2xx + fixed.errors + even.non2xx + even.errors
   line('every answer a 201', check('every answer a 201', bad === 0))
   if (bad > 0) process.stdout.write(meterd.output.slice(-5).join('\n') + '\n')

@@ -251,6 +251,21 @@ export function rssMiB(pid) {
 }
 
 /**
+ * A process's resident memory split in MiB (Linux): `anon` is the heap and buffers, `file` the
+ * file-backed pages, for meterd mostly LMDB's memory-mapped data file (page cache the kernel
+ * reclaims under pressure, growing with the data).
+ */
+export function rssParts(pid) {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const kb = (name) => Number(new RegExp(`^${name}:\\s+(\\d+)\\s+kB`, 'm').exec(status)?.[1] ?? NaN)
+    return { anon: kb('RssAnon') / 1024, file: kb('RssFile') / 1024 }
+  } catch {
+    return { anon: NaN, file: NaN }
+  }
+}
+
+/**
  * CPU seconds (user + system, every thread) a process has used (Linux /proc; 100 ticks a
  * second). The difference over a run divided by the requests served is the CPU cost of one
  * request, a figure that stays meaningful when other work shares the machine.

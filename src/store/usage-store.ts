@@ -83,16 +83,9 @@ export class UsageStore {
     return e && now - e.at < ttlMs ? e : undefined
   }
 
-  /** Writes a batch durably in a transaction of its own (see writeInTransaction). */
-  async write(records: UsageRecord[], opts: WriteOptions): Promise<Map<string, string>> {
-    let kept = new Map<string, string>()
-    await this.store.durable(this.records.transaction(() => void (kept = this.writeInTransaction(records, opts))))
-    return kept
-  }
-
   /**
    * Puts a batch's records, index entries and dedup/replay entries; must run inside a write
-   * transaction (a WriteUnit step, or write()). Each record whose transactionId is already
+   * transaction (the lmdb exporter's WriteUnit step). Each record whose transactionId is already
    * stored within the window (by a concurrent request of another process, say) is skipped;
    * the returned map gives, for such records, the id that was kept.
    */

@@ -6,8 +6,8 @@ export type WriteStep = () => void
 /**
  * One request's writes, from every component that stores something for it (the pricing
  * processor's tool aggregates, the lmdb exporter's record and indexes, the webhook exporter's
- * deliveries), committed as one nested LMDB transaction: all of it lands, or none of it does,
- * and a request pays for one commit instead of one per component.
+ * deliveries), committed in one LMDB transaction: after a crash all of it is on disk or none
+ * of it is, and a request pays for one commit instead of one per component.
  *
  * Components add their steps while the batch passes through them (synchronously, before their
  * first `await`), and every component that must know the outcome awaits `commit()`. The first

@@ -18,18 +18,27 @@ t.test('health, readiness per pipeline, Prometheus metrics per component, debug 
   const body = completion()
   t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body })).status, 201)
   t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body: completion({ model: 7 }) })).status, 400)
+  const unattributed = completion()
+  delete unattributed.organizationName
+  t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body: unattributed })).status, 201, 'stored unattributed')
 
   const metrics = await call(`${m.url}/metrics`)
   t.match(metrics.headers.get('content-type'), /text\/plain/)
   for (const line of [
-    'meterd_component_accepted_items_total{kind="receiver",component="metering"} 1',
+    'meterd_component_accepted_items_total{kind="receiver",component="metering"} 2',
     'meterd_component_refused_items_total{kind="receiver",component="metering"} 1',
-    'meterd_component_accepted_items_total{kind="exporter",component="lmdb"} 1',
-    'meterd_component_accepted_items_total{kind="exporter",component="debug"} 1',
+    'meterd_component_accepted_items_total{kind="exporter",component="lmdb"} 2',
+    'meterd_component_accepted_items_total{kind="exporter",component="debug"} 2',
+    'meterd_unattributed_records_total{kind="completion"} 1',
     'meterd_component_failed_items_total{kind="exporter",component="lmdb"} 0',
   ])
     t.ok(metrics.text.includes(line), line)
   t.match(metrics.text, /meterd_process_resident_memory_bytes \d+/, 'process metrics too')
+  // Counts accumulate between scrapes and are never counted twice.
+  t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 201)
+  const again = (await call(`${m.url}/metrics`)).text
+  t.ok(again.includes('meterd_component_accepted_items_total{kind="receiver",component="metering"} 3'), 'a second scrape: 3 accepted')
+  t.ok(again.includes('meterd_unattributed_records_total{kind="completion"} 1'), 'still 1 unattributed')
 
   const logged = m.logs.map((l) => JSON.parse(l)).find((l) => l.msg === 'debug exporter')
   t.equal(logged?.item?.body?.transactionId, body.transactionId, 'the debug exporter logs records through pino')

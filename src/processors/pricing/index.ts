@@ -146,11 +146,11 @@ export class PricingProcessor implements Consumer {
       // before any later step (the record's, the webhook deliveries') reads them.
       const aggregates = this.aggregates!
       const now = this.host!.now()
-      const tool = charges
-      const priced = pending
+      const toolCharges = charges
+      const toolRecords = pending
       unitOf(batch, this.host!.store).add(() => {
-        const applied = aggregates.applyInTransaction(tool, now)
-        priced.forEach(({ r, tool }, i) => {
+        const applied = aggregates.applyInTransaction(toolCharges, now)
+        toolRecords.forEach(({ r, tool }, i) => {
           r.cost = toolCost(r, tool, applied[i])
           this.count(r)
         })

@@ -24,50 +24,13 @@ export interface ComponentMetrics {
   failed(n: number): void
 }
 
-interface ComponentCounters {
-  accepted: Counter
-  refused: Counter
-  failed: Counter
-  /** Moves each component's pending counts into the counters; runs when /metrics is collected. */
-  flushers: (() => void)[]
-}
-
-const counters = new WeakMap<Registry, ComponentCounters>()
-
 export function componentMetrics(registry: Registry, kind: string, id: string): ComponentMetrics {
-  let c = counters.get(registry)
-  if (!c) {
-    const labelNames = ['kind', 'component'] as const
-    const flushers: (() => void)[] = []
-    const collect = (): void => {
-      for (const f of flushers) f()
-    }
-    c = {
-      accepted: new Counter({ name: 'meterd_component_accepted_items_total', help: 'Items a component accepted', labelNames, registers: [registry], collect }),
-      refused: new Counter({ name: 'meterd_component_refused_items_total', help: 'Items a component refused as invalid', labelNames, registers: [registry], collect }),
-      failed: new Counter({ name: 'meterd_component_failed_items_total', help: 'Items a component failed to handle', labelNames, registers: [registry], collect }),
-      flushers,
-    }
-    counters.set(registry, c)
-  }
   const labels = { kind, component: id }
-  const a = c.accepted.labels(labels)
-  const r = c.refused.labels(labels)
-  const f = c.failed.labels(labels)
-  // Pre-create the series so /metrics shows zeros from start-up.
-  a.inc(0), r.inc(0), f.inc(0)
-  // Every request counts in several components: a plain addition here, prom-client's labelled
-  // increment (a label hash per call) only when /metrics is scraped.
-  const pending = { accepted: 0, refused: 0, failed: 0 }
-  c.flushers.push(() => {
-    if (pending.accepted) a.inc(pending.accepted), (pending.accepted = 0)
-    if (pending.refused) r.inc(pending.refused), (pending.refused = 0)
-    if (pending.failed) f.inc(pending.failed), (pending.failed = 0)
-  })
+  const labelNames = ['kind', 'component']
   return {
-    accepted: (n) => void (pending.accepted += n),
-    refused: (n) => void (pending.refused += n),
-    failed: (n) => void (pending.failed += n),
+    accepted: tally(registry, 'meterd_component_accepted_items_total', 'Items a component accepted', labelNames).bind(labels),
+    refused: tally(registry, 'meterd_component_refused_items_total', 'Items a component refused as invalid', labelNames).bind(labels),
+    failed: tally(registry, 'meterd_component_failed_items_total', 'Items a component failed to handle', labelNames).bind(labels),
   }
 }
 
@@ -78,15 +41,21 @@ export function sharedCounter(registry: Registry, name: string, help: string, la
   return new Counter({ name, help, labelNames, registers: [registry] })
 }
 
-/** Bumps a labelled count by one. */
-export type Tally = (labels: Record<string, string>) => void
+/** A labelled counter whose increments are plain additions (see tally). */
+export interface Tally {
+  /** Adds n (default 1) to the series of these labels. */
+  inc(labels: Record<string, string>, n?: number): void
+  /** The series of these labels as an adder of its own, shown (as 0) from now on. */
+  bind(labels: Record<string, string>): (n: number) => void
+}
 
 const tallies = new WeakMap<Registry, Map<string, Tally>>()
 
 /**
- * A labelled counter for per-record events (priced, unpriced, unattributed): a bump is a plain
- * addition, and the sums reach the prom-client counter when /metrics is collected. Created once
- * per registry and name, like sharedCounter.
+ * A counter for what every request counts (component items; priced, unpriced, unattributed
+ * records): an increment is a plain addition, and the sums reach prom-client (which hashes the
+ * labels on every increment) when /metrics is collected. Created once per registry and name,
+ * like sharedCounter.
  */
 export function tally(registry: Registry, name: string, help: string, labelNames: string[]): Tally {
   let byName = tallies.get(registry)
@@ -101,17 +70,24 @@ export function tally(registry: Registry, name: string, help: string, labelNames
     registers: [registry],
     collect() {
       for (const p of pending.values()) {
-        if (p.n) this.inc(p.labels, p.n)
+        this.inc(p.labels, p.n)
         p.n = 0
       }
     },
   })
-  const bump: Tally = (labels) => {
+  const series = (labels: Record<string, string>) => {
     const key = labelNames.map((l) => labels[l]).join('\0')
     let p = pending.get(key)
     if (!p) pending.set(key, (p = { labels: { ...labels }, n: 0 }))
-    p.n++
+    return p
   }
-  byName.set(name, bump)
-  return bump
+  const t: Tally = {
+    inc: (labels, n = 1) => void (series(labels).n += n),
+    bind: (labels) => {
+      const p = series(labels)
+      return (n) => void (p.n += n)
+    },
+  }
+  byName.set(name, t)
+  return t
 }

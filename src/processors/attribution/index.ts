@@ -63,7 +63,7 @@ export class AttributionProcessor implements Consumer {
       if (!a.environment && this.config.default_environment_from_key) a.environment = r.caller.environment
       r.attribution = a
       r.attributed = a.organizationName !== '' && a.productName !== ''
-      if (!r.attributed) this.unattributed({ kind: r.kind })
+      if (!r.attributed) this.unattributed.inc({ kind: r.kind })
     }
     this.settings.metrics.accepted(batch.items.length)
     return this.next.consume(batch)

@@ -162,8 +162,8 @@ export class PricingProcessor implements Consumer {
 
   private count(r: UsageRecord): void {
     const c = r.cost!
-    if (c.source === 'unpriced') this.unpriced({ kind: r.kind, reason: c.note ?? 'unknown' })
-    this.priced({ kind: r.kind, source: c.source })
+    if (c.source === 'unpriced') this.unpriced.inc({ kind: r.kind, reason: c.note ?? 'unknown' })
+    this.priced.inc({ kind: r.kind, source: c.source })
   }
 }
 

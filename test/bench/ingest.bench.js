@@ -12,22 +12,14 @@
  * hypervisor's steal time over the rounds is printed with the result.
  * Run: `npm run bench -- ingest` (BENCH_SECONDS=n changes the length of each measured run).
  */
-import { BENCH_SECONDS, cannon, check, cpuSeconds, fmt, header, line, median, missed, paced, ratioLine, rssMiB, rssParts, sampleRss, spawnMeterd, spawnScript, stealMeter, summarize, bodyTemplate } from './lib.js'
+import { BENCH_SECONDS, cannon, check, cpuSeconds, fmt, header, line, median, missed, paced, ratioLine, rssMiB, rssParts, sampleRss, spawnMeterd, spawnScript, stealMeter, summarize, bodyTemplate, freshTransactions } from './lib.js'
 
 const PATH = '/meter/v2/ai/completions'
 const CONNECTIONS = 32
 const FIXED_RATE = 1000
 const ROUNDS = 3
 
-const [BEFORE, AFTER] = bodyTemplate()
-
-let seq = 0
-const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
-/** autocannon rewrites each request's body here: a unique transactionId per request. */
-function setupRequest(req) {
-  req.body = `${BEFORE}bench-${run}-${(seq++).toString(36)}${AFTER}`
-  return req
-}
+const setupRequest = freshTransactions(bodyTemplate())
 
 function requests(key) {
   return [{ method: 'POST', path: PATH, headers: { 'content-type': 'application/json', 'x-api-key': key }, setupRequest }]

@@ -369,3 +369,16 @@ export const LITELLM_COMPLETION = {
 export function bodyTemplate(body = LITELLM_COMPLETION) {
   return JSON.stringify(body).split('@@TX@@')
 }
+
+const RUN = `${process.pid.toString(36)}-${Date.now().toString(36)}`
+let txSeq = 0
+/**
+ * An autocannon `setupRequest` that gives each request a transactionId of its own in a
+ * bodyTemplate() body, so no request is answered from the dedup index.
+ */
+export function freshTransactions([before, after]) {
+  return (req) => {
+    req.body = `${before}bench-${RUN}-${(txSeq++).toString(36)}${after}`
+    return req
+  }
+}

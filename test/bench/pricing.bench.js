@@ -8,33 +8,25 @@
  * Target: with pricing ≥ 0.9 × without, for completions and for tool events.
  * Run: `npm run bench -- pricing` (BENCH_SECONDS=n changes the length of each measured run).
  */
-import { BENCH_SECONDS, cannon, cpuSeconds, fmt, header, line, median, missed, ratioLine, spawnMeterd, stealMeter, summarize } from './lib.js'
+import { BENCH_SECONDS, bodyTemplate, cannon, cpuSeconds, fmt, freshTransactions, header, line, median, missed, ratioLine, spawnMeterd, stealMeter, summarize } from './lib.js'
 
 const CONNECTIONS = 32
-const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
-let seq = 0
 
-const COMPLETION = JSON.stringify({
+const COMPLETION = bodyTemplate({
   stopReason: 'END', costType: 'AI', isStreamed: false, operationType: 'CHAT',
   inputTokenCount: 1200, outputTokenCount: 300, reasoningTokenCount: 120, cacheCreationTokenCount: 0,
   cacheReadTokenCount: 800, totalTokenCount: 1500, model: 'gpt-4o-mini-2024-07-18', provider: 'OpenAI',
   transactionId: '@@TX@@', requestTime: '2026-11-21T23:55:47.661Z', completionStartTime: '2026-11-21T23:55:47.678Z',
   responseTime: '2026-11-21T23:55:47.678Z', requestDuration: 17, organizationName: 'AcmeOrg', productName: 'Gold',
   agent: 'agent-a', traceId: 'trace-1',
-}).split('@@TX@@')
-const TOOL_EVENT = JSON.stringify({
+})
+const TOOL_EVENT = bodyTemplate({
   toolId: 'bench-search', transactionId: '@@TX@@', operation: 'search', durationMs: 3, success: true,
   timestamp: '2026-11-21T23:59:06.103Z', organizationName: 'AcmeOrg', productName: 'Gold', usageMetadata: { results: 3 },
-}).split('@@TX@@')
+})
 
-function requests(key, path, [before, after]) {
-  return [{
-    method: 'POST', path, headers: { 'content-type': 'application/json', 'x-api-key': key },
-    setupRequest(req) {
-      req.body = `${before}bench-${run}-${(seq++).toString(36)}${after}`
-      return req
-    },
-  }]
+function requests(key, path, template) {
+  return [{ method: 'POST', path, headers: { 'content-type': 'application/json', 'x-api-key': key }, setupRequest: freshTransactions(template) }]
 }
 
 const pipeline = (processors) => ({

@@ -17,20 +17,14 @@
  * Run: `npm run bench -- ratelimit` (BENCH_SECONDS=n changes the length of each run).
  */
 import { haveRedis, startRedis } from '../helpers/redis-server.js'
-import { BENCH_SECONDS, cannon, check, fmt, header, line, missed, spawnMeterd, summarize, bodyTemplate } from './lib.js'
+import { BENCH_SECONDS, cannon, check, fmt, header, line, missed, spawnMeterd, summarize, bodyTemplate, freshTransactions } from './lib.js'
 
 const PATH = '/meter/v2/ai/completions'
 const CONNECTIONS = 32
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS) || 5)
 const HIGH = 10_000_000
 
-const [BEFORE, AFTER] = bodyTemplate()
-let seq = 0
-const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
-function setupRequest(req) {
-  req.body = `${BEFORE}rl-${run}-${(seq++).toString(36)}${AFTER}`
-  return req
-}
+const setupRequest = freshTransactions(bodyTemplate())
 const requests = (key) => [{ method: 'POST', path: PATH, headers: { 'content-type': 'application/json', 'x-api-key': key }, setupRequest }]
 
 const PIPELINES = { usage: { receivers: ['metering'], processors: ['validate', 'attribution'], exporters: ['lmdb'] } }

@@ -3,6 +3,8 @@ import { open, type Database, type RootDatabase } from 'lmdb'
 import { UsageStore } from './usage-store.js'
 import { WriteUnit } from './write-unit.js'
 
+const NO_OVERWRITE = { noOverwrite: true } as any // lmdb-js's put options; its types omit noOverwrite
+
 export interface StoreOptions {
   path: string
   maxSizeMb?: number
@@ -52,7 +54,7 @@ export class Store {
   putIfAbsent<K extends import('lmdb').Key, V>(db: Database<V, K>, key: K, value: V): boolean {
     // Inside a write transaction lmdb-js writes synchronously and answers with a settled
     // promise that carries the outcome as `result`.
-    return (db.put(key, value, { noOverwrite: true } as any) as Promise<boolean> & { result?: boolean }).result === true
+    return (db.put(key, value, NO_OVERWRITE) as Promise<boolean> & { result?: boolean }).result === true
   }
 
   /** A new unit of writes committed as one transaction (src/store/write-unit.ts). */

@@ -76,7 +76,8 @@ export function tally(registry: Registry, name: string, help: string, labelNames
     },
   })
   const series = (labels: Record<string, string>) => {
-    const key = labelNames.map((l) => labels[l]).join('\0')
+    let key = ''
+    for (const l of labelNames) key += labels[l] + '\0'
     let p = pending.get(key)
     if (!p) pending.set(key, (p = { labels: { ...labels }, n: 0 }))
     return p

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { parse } from 'yaml'
 import type { CompletionBody, Cost } from '../model/usage-record.js'
-import { Decimal, ZERO, dec, money, perMillion, round, type Decimal as D } from './money.js'
+import { Decimal, ZERO, dec, money, moneyOfUnits, type Scaled, perMillion, perTokenScaled, plusScaled, round, roundScaled, timesScaled, type Decimal as D } from './money.js'
 
 /** Per-million-token prices of one model (YAML spelling in comments). */
 export interface Rates {
@@ -260,7 +260,7 @@ export function priceCompletion(book: PriceBook, body: CompletionBody): Cost {
     return cost
   }
   if (!found) return { currency: 'USD', total: '0', parts: {}, source: 'unpriced', note: 'unknown_model' }
-  return { currency: 'USD', total: money(priced!.total), parts, source: 'pricebook', priceVersion: found.price.version }
+  return { currency: 'USD', total: priced!.total, parts, source: 'pricebook', priceVersion: found.price.version }
 }
 
 function sum(parts: Record<string, string>): D {
@@ -269,8 +269,8 @@ function sum(parts: Record<string, string>): D {
   return t
 }
 
-/** The book's cost parts as money strings, and their total (the sum of the rounded parts, as if re-read from the strings). */
-function bookParts(p: ModelPrice, provider: ProviderInfo, b: CompletionBody): { parts: Record<string, string>; total: D } {
+/** The book's cost parts and their total as money strings (the total is the sum of the rounded parts, as if re-read from the strings). */
+function bookParts(p: ModelPrice, provider: ProviderInfo, b: CompletionBody): { parts: Record<string, string>; total: string } {
   const input = count(b.inputTokenCount)
   const output = count(b.outputTokenCount)
   const reasoning = count(b.reasoningTokenCount)
@@ -287,23 +287,48 @@ function bookParts(p: ModelPrice, provider: ProviderInfo, b: CompletionBody): { 
   const readRate = r.cacheRead ?? r.input
   const write5mRate = r.cacheWrite5m ?? r.input
   const write1hRate = r.cacheWrite1h ?? write5mRate
-
-  const parts: Record<string, D> = {
-    inputTokenCost: perMillion(uncached, r.input),
-    outputTokenCost: perMillion(r.reasoning ? Math.max(0, output - reasoning) : output, r.output),
-    cacheReadTokenCost: perMillion(cacheRead, readRate),
-    cacheCreationTokenCost: perMillion(write5m, write5mRate).plus(perMillion(c1, write1hRate)),
-  }
-  if (r.reasoning) parts.reasoningTokenCost = perMillion(Math.min(reasoning, output || reasoning), r.reasoning)
+  // Each part: [name, [count, rate per million], ...]; several pairs are summed before rounding.
+  const terms: [string, ...[number, D][]][] = [
+    ['inputTokenCost', [uncached, r.input]],
+    ['outputTokenCost', [r.reasoning ? Math.max(0, output - reasoning) : output, r.output]],
+    ['cacheReadTokenCost', [cacheRead, readRate]],
+    ['cacheCreationTokenCost', [write5m, write5mRate], [c1, write1hRate]],
+  ]
+  if (r.reasoning) terms.push(['reasoningTokenCost', [Math.min(reasoning, output || reasoning), r.reasoning]])
   const mult = b.pricingTier === 'BATCH' ? provider.batchMultiplier : undefined
-  const out: Record<string, string> = {}
+  return (mult === undefined && scaledParts(terms)) || decimalParts(terms, mult)
+}
+
+/** bookParts in BigInt (integer token counts, no batch multiplier: nearly every record); false when it does not apply. */
+function scaledParts(terms: [string, ...[number, D][]][]): { parts: Record<string, string>; total: string } | false {
+  const parts: Record<string, string> = {}
+  let total = 0n
+  for (const [name, ...pairs] of terms) {
+    let sum: Scaled | undefined
+    for (const [n, rate] of pairs) {
+      const perToken = Number.isSafeInteger(n) ? perTokenScaled(rate) : null
+      if (perToken === null) return false
+      const term = timesScaled(n, perToken)
+      sum = sum ? plusScaled(sum, term) : term
+    }
+    const units = roundScaled(sum!)
+    parts[name] = moneyOfUnits(units)
+    total += units
+  }
+  return { parts, total: moneyOfUnits(total) }
+}
+
+function decimalParts(terms: [string, ...[number, D][]][], mult: D | undefined): { parts: Record<string, string>; total: string } {
+  const parts: Record<string, string> = {}
   let total = ZERO
-  for (const [k, v] of Object.entries(parts)) {
+  for (const [name, ...pairs] of terms) {
+    let v = ZERO
+    for (const [n, rate] of pairs) v = v.plus(perMillion(n, rate))
     const part = round(mult ? v.times(mult) : v)
-    out[k] = money(part)
+    parts[name] = money(part)
     total = total.plus(part)
   }
-  return { parts: out, total }
+  return { parts, total: money(total) }
 }
 
 function definedOnly(o: object): Partial<Rates> {

@@ -52,8 +52,12 @@ export function quantityOf(el: PricingElement, a: Aggregate): D {
     case 'DISTINCT':
       return new Decimal(a.distinct)
     case 'AVERAGE':
-      return a.nv === 0 ? ZERO : new Decimal(a.sum).div(a.nv).toDecimalPlaces(SCALE, Decimal.ROUND_HALF_EVEN)
+      return average(new Decimal(a.sum), a.nv)
   }
+}
+
+function average(sum: D, n: number): D {
+  return n === 0 ? ZERO : sum.div(n).toDecimalPlaces(SCALE, Decimal.ROUND_HALF_EVEN)
 }
 
 function distinctToken(v: unknown): string {
@@ -99,9 +103,7 @@ export class ToolAggregates {
       for (const el of c.elements) {
         const key = [...c.scope, el.name]
         const before = this.aggregates.get(key) ?? EMPTY
-        const after = this.next(key, el, before, c.usageMetadata)
-        const qBefore = quantityOf(el, before)
-        const qAfter = quantityOf(el, after)
+        const { after, qBefore, qAfter } = this.next(key, el, before, c.usageMetadata)
         applied.parts[el.name] = money(periodCharge(el, qAfter).minus(periodCharge(el, qBefore)))
         applied.quantities[el.name] = money(qAfter.minus(qBefore))
         if (count) this.aggregates.put(key, after)
@@ -120,25 +122,47 @@ export class ToolAggregates {
     }).then(() => result)
   }
 
-  private next(key: Key, el: PricingElement, a: Aggregate, meta: Record<string, unknown> | undefined): Aggregate {
-    const n: Aggregate = { ...a, n: a.n + 1 }
-    if (el.aggregationType === 'COUNT') return n
+  /**
+   * The aggregate after one event, and the quantity C is taken of before and after it
+   * (quantityOf of each, computed from the Decimals at hand rather than re-parsed).
+   */
+  private next(key: Key, el: PricingElement, a: Aggregate, meta: Record<string, unknown> | undefined): { after: Aggregate; qBefore: D; qAfter: D } {
+    const after: Aggregate = { ...a, n: a.n + 1 }
+    if (el.aggregationType === 'COUNT') return { after, qBefore: new Decimal(a.n), qAfter: new Decimal(after.n) }
     const raw = meta?.[el.name]
     if (el.aggregationType === 'DISTINCT') {
-      if (raw === undefined || raw === null) return n
-      const dk = [...key, distinctToken(raw)]
-      if (this.distinct.get(dk) === undefined) {
-        this.distinct.put(dk, 1)
-        n.distinct = a.distinct + 1
+      if (raw !== undefined && raw !== null) {
+        const dk = [...key, distinctToken(raw)]
+        if (this.distinct.get(dk) === undefined) {
+          this.distinct.put(dk, 1)
+          after.distinct = a.distinct + 1
+        }
       }
-      return n
+      return { after, qBefore: new Decimal(a.distinct), qAfter: new Decimal(after.distinct) }
     }
+    // SUM, MAXIMUM and AVERAGE move with a usable value only.
     const v = parseQuantity(raw)
-    if (v === undefined) return n
-    n.nv = a.nv + 1
-    n.sum = dec(a.sum).plus(v).toFixed()
-    if (v.gt(a.max)) n.max = v.toFixed()
-    return n
+    const sum = dec(a.sum)
+    let sumAfter = sum
+    const max = el.aggregationType === 'MAXIMUM' ? dec(a.max) : ZERO
+    let maxAfter = max
+    if (v !== undefined) {
+      after.nv = a.nv + 1
+      sumAfter = sum.plus(v)
+      after.sum = sumAfter.toFixed()
+      if (v.gt(a.max)) {
+        after.max = v.toFixed()
+        maxAfter = v
+      }
+    }
+    switch (el.aggregationType) {
+      case 'SUM':
+        return { after, qBefore: sum, qAfter: sumAfter }
+      case 'MAXIMUM':
+        return { after, qBefore: max, qAfter: maxAfter }
+      case 'AVERAGE':
+        return { after, qBefore: average(sum, a.nv), qAfter: average(sumAfter, after.nv) }
+    }
   }
 
   /** The current aggregate of an element (tests and reports). */

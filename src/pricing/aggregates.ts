@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto'
 import type { Database } from 'lmdb'
 import type { Store } from '../store/store.js'
-import { Decimal, SCALE, ZERO, dec, money, parseQuantity, type Decimal as D } from './money.js'
-import { periodCharge, type PricingElement } from './tiers.js'
+import { Decimal, SCALE, ZERO, dec, parseQuantity, type Decimal as D } from './money.js'
+import { elementStep, type PricingElement } from './tiers.js'
 
 /** Running statistics of one element over one billing period and scope. */
 export interface Aggregate {
@@ -104,8 +104,9 @@ export class ToolAggregates {
         const key = [...c.scope, el.name]
         const before = this.aggregates.get(key) ?? EMPTY
         const { after, qBefore, qAfter } = this.next(key, el, before, c.usageMetadata)
-        applied.parts[el.name] = money(periodCharge(el, qAfter).minus(periodCharge(el, qBefore)))
-        applied.quantities[el.name] = money(qAfter.minus(qBefore))
+        const step = elementStep(el, qBefore, qAfter)
+        applied.parts[el.name] = step.part
+        applied.quantities[el.name] = step.quantity
         if (count) this.aggregates.put(key, after)
       }
       if (count) this.applied.put(ak, applied)

@@ -59,9 +59,10 @@ export function perMillion(tokens: number, pricePerMillion: Decimal): Decimal {
 }
 
 /**
- * The per-token rates and amounts of completion pricing as exact scaled integers (value =
- * n / 10^s): BigInt products, sums and a half-even rounding give what the Decimal path gives
- * (test/pricing/fixed.test.ts checks it on random rates and counts) at a fraction of its cost.
+ * Non-negative amounts as exact scaled integers (value = n / 10^s), for the hot paths:
+ * completion prices and tool tier charges. BigInt products, sums and a half-even rounding give
+ * what the Decimal path gives (test/pricing/fixed.test.ts checks both on random inputs) at a
+ * fraction of its cost; whatever does not fit (more than 40 decimal places) stays on Decimal.
  */
 export interface Scaled {
   n: bigint
@@ -75,11 +76,12 @@ const scaledPerToken = new WeakMap<Decimal, Scaled | null>()
 /** `pricePerMillion / 10^6` as a Scaled (computed once per rate), or null if it cannot be one. */
 export function perTokenScaled(pricePerMillion: Decimal): Scaled | null {
   let r = scaledPerToken.get(pricePerMillion)
-  if (r === undefined) scaledPerToken.set(pricePerMillion, (r = toScaled(pricePerMillion, 6)))
+  if (r === undefined) scaledPerToken.set(pricePerMillion, (r = scaledOf(pricePerMillion, 6)))
   return r
 }
 
-function toScaled(d: Decimal, shift: number): Scaled | null {
+/** A non-negative Decimal (divided by 10^shift) as a Scaled, or null if it is negative or too fine. */
+export function scaledOf(d: Decimal, shift = 0): Scaled | null {
   if (!d.isFinite() || d.isNegative()) return null
   const text = d.toFixed() // plain notation: toExpPos/toExpNeg keep exponents out
   const dot = text.indexOf('.')
@@ -98,8 +100,27 @@ export function plusScaled(a: Scaled, b: Scaled): Scaled {
   return a.s === b.s ? { n: a.n + b.n, s: a.s } : a.s > b.s ? { n: a.n + b.n * POW10[a.s - b.s], s: a.s } : { n: a.n * POW10[b.s - a.s] + b.n, s: b.s }
 }
 
-/** A non-negative amount rounded half-even to SCALE places, as an integer count of 10^-SCALE. */
+/** a × b, exact. */
+export function mulScaled(a: Scaled, b: Scaled): Scaled {
+  return { n: a.n * b.n, s: a.s + b.s }
+}
+
+/** a − b, exact (negative when b > a). */
+export function minusScaled(a: Scaled, b: Scaled): Scaled {
+  return plusScaled(a, { n: -b.n, s: b.s })
+}
+
+/** −1, 0 or 1 as a is less than, equal to or greater than b. */
+export function cmpScaled(a: Scaled, b: Scaled): number {
+  const d = minusScaled(a, b).n
+  return d < 0n ? -1 : d > 0n ? 1 : 0
+}
+
+export const SCALED_ZERO: Scaled = { n: 0n, s: 0 }
+
+/** An amount rounded half-even to SCALE places (ties away from neither sign), as an integer count of 10^-SCALE. */
 export function roundScaled(x: Scaled): bigint {
+  if (x.n < 0n) return -roundScaled({ n: -x.n, s: x.s })
   if (x.s <= SCALE) return x.n * POW10[SCALE - x.s]
   const div = POW10[x.s - SCALE]
   const q = x.n / div
@@ -107,9 +128,21 @@ export function roundScaled(x: Scaled): bigint {
   return twice > div || (twice === div && (q & 1n) === 1n) ? q + 1n : q
 }
 
-/** The canonical money spelling (as `money` writes it) of a non-negative count of 10^-SCALE. */
+const MONEY_TEXT = /^(-?)(\d+)(?:\.(\d{1,12}))?$/
+
+/** A money string (at most SCALE places, as `money` writes them) as a count of 10^-SCALE, or null for any other text. */
+export function unitsOfMoney(text: string): bigint | null {
+  const m = MONEY_TEXT.exec(text)
+  if (!m) return null
+  const frac = m[3] ?? ''
+  const units = BigInt(m[2] + frac) * POW10[SCALE - frac.length]
+  return m[1] ? -units : units
+}
+
+/** The canonical money spelling (as `money` writes it) of a count of 10^-SCALE. */
 export function moneyOfUnits(units: bigint): string {
   if (units === 0n) return '0'
+  if (units < 0n) return '-' + moneyOfUnits(-units)
   let digits = units.toString()
   if (digits.length <= SCALE) digits = '0'.repeat(SCALE + 1 - digits.length) + digits
   const whole = digits.slice(0, digits.length - SCALE)

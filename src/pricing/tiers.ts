@@ -1,4 +1,4 @@
-import { Decimal, ZERO, round, type Decimal as D } from './money.js'
+import { Decimal, SCALED_ZERO, ZERO, cmpScaled, minusScaled, money, moneyOfUnits, mulScaled, plusScaled, round, roundScaled, scaledOf, type Decimal as D, type Scaled } from './money.js'
 
 export const AGGREGATION_TYPES = ['SUM', 'COUNT', 'AVERAGE', 'MAXIMUM', 'DISTINCT'] as const
 export type AggregationType = (typeof AGGREGATION_TYPES)[number]
@@ -78,4 +78,80 @@ function computeCharge(el: PricingElement, q: D): D {
     if (below.gte(q)) break
   }
   return round(total)
+}
+
+/** What one event moved an element by: its cost C(after) − C(before) and its quantity, as money strings. */
+export interface ElementStep {
+  part: string
+  quantity: string
+}
+
+/**
+ * An event's cost and quantity for one element, from the quantities C is taken of before and
+ * after it. In BigInt when the tiers and quantities allow it (40 decimal places at most, nearly
+ * always), else through periodCharge in Decimal; both give the same strings
+ * (test/pricing/fixed.test.ts).
+ */
+export function elementStep(el: PricingElement, qBefore: D, qAfter: D): ElementStep {
+  const b = scaledOf(qBefore)
+  const a = scaledOf(qAfter)
+  const cb = b && chargeUnits(el, b)
+  const ca = a && chargeUnits(el, a)
+  if (typeof cb === 'bigint' && typeof ca === 'bigint') return { part: moneyOfUnits(ca - cb), quantity: moneyOfUnits(roundScaled(minusScaled(a!, b!))) }
+  return { part: money(periodCharge(el, qAfter).minus(periodCharge(el, qBefore))), quantity: money(qAfter.minus(qBefore)) }
+}
+
+interface ScaledTiers {
+  unitPrice: Scaled
+  tiers: { upTo: Scaled | null; price: Scaled }[]
+}
+
+const scaledTiers = new WeakMap<PricingElement, ScaledTiers | null>()
+
+/** An element's prices and limits as Scaled (once per element), or null when one cannot be. */
+function tiersOf(el: PricingElement): ScaledTiers | null {
+  let t = scaledTiers.get(el)
+  if (t === undefined) {
+    t = null
+    const unitPrice = scaledOf(d(el.unitPrice))
+    const tiers: ScaledTiers['tiers'] = []
+    for (const x of el.tiers) {
+      const upTo = x.upTo === null ? null : scaledOf(d(x.upTo))
+      const price = scaledOf(d(x.unitPrice))
+      if (price === null || (x.upTo !== null && upTo === null)) break
+      tiers.push({ upTo, price })
+    }
+    if (unitPrice !== null && tiers.length === el.tiers.length) t = { unitPrice, tiers }
+    scaledTiers.set(el, t)
+  }
+  return t
+}
+
+/** computeCharge in BigInt, as a count of 10^-SCALE; null when the element has no Scaled form. */
+function chargeUnits(el: PricingElement, q: Scaled): bigint | null {
+  const t = tiersOf(el)
+  if (t === null) return null
+  if (q.n <= 0n) return 0n
+  if (t.tiers.length === 0) return roundScaled(mulScaled(t.unitPrice, q))
+  if (el.tiersMode === 'volume') {
+    let tier = t.tiers[t.tiers.length - 1]
+    for (const x of t.tiers) {
+      if (x.upTo === null || cmpScaled(q, x.upTo) <= 0) {
+        tier = x
+        break
+      }
+    }
+    return roundScaled(mulScaled(tier.price, q))
+  }
+  let total = SCALED_ZERO
+  let below = SCALED_ZERO
+  for (let i = 0; i < t.tiers.length; i++) {
+    const x = t.tiers[i]
+    const last = i === t.tiers.length - 1
+    const top = x.upTo === null || last || cmpScaled(q, x.upTo) <= 0 ? q : x.upTo
+    if (cmpScaled(top, below) > 0) total = plusScaled(total, mulScaled(minusScaled(top, below), x.price))
+    if (x.upTo !== null) below = x.upTo
+    if (cmpScaled(below, q) >= 0) break
+  }
+  return roundScaled(total)
 }

@@ -1,7 +1,7 @@
 import type { Tool } from '../extensions/tools/tool.js'
 import { toolPriceVersion } from '../extensions/tools/tool.js'
 import type { Cost, ToolRecord } from '../model/usage-record.js'
-import { ZERO, dec, money } from './money.js'
+import { ZERO, dec, money, moneyOfUnits, unitsOfMoney } from './money.js'
 import { periodOf, type Applied, type BillingPeriod, type ToolCharge } from './aggregates.js'
 
 /** The dimensions a period aggregate may be scoped by (processor config `tools.scope`). */
@@ -47,9 +47,18 @@ export function toolCost(r: ToolRecord, tool: Tool, applied: Applied): Cost {
     // costUsd overrides the cost; the quantities were still counted (DESIGN §6).
     return { currency: 'USD', total: money(dec(r.body.costUsd)), parts: {}, source: 'client', priceVersion, quantities: applied.quantities }
   }
-  let total = ZERO
-  for (const v of Object.values(applied.parts)) total = total.plus(v)
-  return { currency: 'USD', total: money(total), parts: { ...applied.parts }, source: 'registry', priceVersion, quantities: applied.quantities }
+  return { currency: 'USD', total: sumOfParts(applied.parts), parts: { ...applied.parts }, source: 'registry', priceVersion, quantities: applied.quantities }
+}
+
+/** Σ parts, exact: in BigInt for money strings (always, as the aggregates write them), else in Decimal. */
+function sumOfParts(parts: Record<string, string>): string {
+  let units = 0n
+  for (const v of Object.values(parts)) {
+    const u = unitsOfMoney(v)
+    if (u === null) return money(Object.values(parts).reduce((t, p) => t.plus(p), ZERO))
+    units += u
+  }
+  return moneyOfUnits(units)
 }
 
 export const unknownTool = (): Cost => ({ currency: 'USD', total: '0', parts: {}, source: 'unpriced', note: 'unknown_tool' })

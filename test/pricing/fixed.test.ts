@@ -1,10 +1,11 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { Decimal, money, moneyOfUnits, perMillion, perTokenScaled, plusScaled, round, roundScaled, timesScaled } from '../../src/pricing/money.js'
+import { Decimal, money, moneyOfUnits, unitsOfMoney, perMillion, perTokenScaled, plusScaled, round, roundScaled, timesScaled } from '../../src/pricing/money.js'
 import { PriceBook, priceCompletion } from '../../src/pricing/price-book.js'
+import { AGGREGATION_TYPES, elementStep, periodCharge, type PricingElement } from '../../src/pricing/tiers.js'
 
-// Completion pricing runs in BigInt (src/pricing/money.ts, Scaled) whenever it can; these
-// properties hold it to the Decimal arithmetic it replaces, digit for digit, including the
+// Completion prices and tool tier charges run in BigInt (src/pricing/money.ts, Scaled) whenever
+// they can; these properties hold them to the Decimal arithmetic they replace, digit for digit, including the
 // half-even rounding at the 12th place and sums rounded once.
 
 /** A price per million tokens as an operator writes it: up to 10 decimal places, up to 10,000 USD. */
@@ -18,7 +19,7 @@ t.test('count × rate per million, rounded half-even to 12 places: BigInt == Dec
     fc.property(tokens, rate, (n, r) => moneyOfUnits(roundScaled(timesScaled(n, perTokenScaled(r)!))) === money(round(perMillion(n, r)))),
     { numRuns: 5000 },
   )
-  t.notOk(run.failed, `first difference: ${run.counterexample?.map(String).join(' tokens at ')}`)
+  t.notOk(run.failed, 'no count and rate where they differ', { counterexample: run.counterexample?.map(String) })
 })
 
 t.test('two terms summed before rounding, then parts summed: BigInt == Decimal', async (t) => {
@@ -34,7 +35,7 @@ t.test('two terms summed before rounding, then parts summed: BigInt == Decimal',
     }),
     { numRuns: 2000 },
   )
-  t.notOk(run.failed, `first difference: ${JSON.stringify(run.counterexample?.[0]?.map((p) => p.map(String)))}`)
+  t.notOk(run.failed, 'no list of parts where they differ', { counterexample: run.counterexample?.[0]?.map((p) => p.map(String)) })
 })
 
 t.test('exact halves round to even at the 12th place', async (t) => {
@@ -72,4 +73,58 @@ t.test('a rate too fine for the BigInt path, fractional counts and batch pricing
   t.equal(fractional.parts.outputTokenCost, '0.000001', 'half a token at 2 USD per million')
   const batch = priceCompletion(book, { provider: 'openai', model: 'm-1', inputTokenCount: 0, outputTokenCount: 1_000_000, pricingTier: 'BATCH' } as never)
   t.equal(batch.total, '1', 'the batch multiplier halves it')
+})
+
+/** A non-negative decimal string with up to `places` decimal places. */
+const decimal = (maxUnits: bigint, places: number) =>
+  fc.tuple(fc.bigInt({ min: 0n, max: maxUnits }), fc.integer({ min: 0, max: places })).map(([n, p]) => new Decimal(n.toString()).div(new Decimal(10).pow(p)).toFixed())
+const tieredElement = fc
+  .record({
+    aggregationType: fc.constantFrom(...AGGREGATION_TYPES),
+    tiersMode: fc.constantFrom('volume' as const, 'graduated' as const),
+    unitPrice: decimal(10n ** 9n, 8),
+    bounds: fc.uniqueArray(decimal(10n ** 7n, 2), { maxLength: 4 }),
+    prices: fc.array(decimal(10n ** 9n, 8), { minLength: 5, maxLength: 5 }),
+    lastUnlimited: fc.boolean(),
+  })
+  .map(({ aggregationType, tiersMode, unitPrice, bounds, prices, lastUnlimited }): PricingElement => {
+    const ups = [...new Set(bounds.filter((b) => b !== '0'))].sort((a, b) => new Decimal(a).cmp(b))
+    const tiers: PricingElement['tiers'] = ups.map((u, i) => ({ upTo: u, unitPrice: prices[i] }))
+    if (tiers.length && lastUnlimited) tiers.push({ upTo: null, unitPrice: prices[4] })
+    return { name: 'x', aggregationType, tiersMode, unitPrice, tiers }
+  })
+/** An aggregate quantity: counts, sums of metadata values (many decimal places), averages (12 places). */
+const quantity = fc.oneof(decimal(10n ** 9n, 0), decimal(10n ** 20n, 20), decimal(10n ** 15n, 12)).map((q) => new Decimal(q))
+
+t.test('one element of a tool event, its cost and quantity: BigInt == Decimal, both tier modes, any quantities', async (t) => {
+  const run = fc.check(
+    fc.property(tieredElement, quantity, quantity, (el, qBefore, qAfter) => {
+      const got = elementStep(el, qBefore, qAfter)
+      return got.part === money(periodCharge(el, qAfter).minus(periodCharge(el, qBefore))) && got.quantity === money(qAfter.minus(qBefore))
+    }),
+    { numRuns: 5000 },
+  )
+  t.notOk(run.failed, 'no element and quantities where they differ', { counterexample: JSON.stringify(run.counterexample, (_k, v) => (v instanceof Decimal ? v.toFixed() : v)) })
+})
+
+t.test('an element priced finer than 40 places is charged through Decimal, exactly', async (t) => {
+  const fine = '0.' + '0'.repeat(44) + '1' // 1e-45 per unit
+  const el: PricingElement = { name: 'x', aggregationType: 'SUM', tiersMode: 'graduated', unitPrice: '0', tiers: [{ upTo: '10', unitPrice: '1' }, { upTo: null, unitPrice: fine }] }
+  t.same(elementStep(el, new Decimal(0), new Decimal(12)), { part: '10', quantity: '12' }, 'the second tier adds 2e-45, which rounds away at 12 places')
+  t.same(elementStep(el, new Decimal(10), new Decimal(4)), { part: '-6', quantity: '-6' }, 'an AVERAGE that falls moves both down')
+})
+
+t.test('a tool cost total, the sum of its parts: BigInt == Decimal, negative parts included', async (t) => {
+  const part = fc.tuple(fc.boolean(), decimal(10n ** 18n, 12)).map(([neg, v]) => money(new Decimal(v).times(neg ? -1 : 1)))
+  const run = fc.check(
+    fc.property(fc.array(part, { minLength: 1, maxLength: 6 }), (parts) => {
+      let units = 0n
+      for (const p of parts) units += unitsOfMoney(p)!
+      return moneyOfUnits(units) === money(parts.reduce((sum, p) => sum.plus(p), new Decimal(0)))
+    }),
+    { numRuns: 3000 },
+  )
+  t.notOk(run.failed, 'no parts whose sum differs', { counterexample: run.counterexample?.[0] })
+  t.equal(unitsOfMoney('1e-7'), null, 'only money spellings; anything else takes the Decimal path')
+  t.equal(unitsOfMoney('0.0000000000001'), null, 'and never more than 12 places')
 })

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto'
 import type { Database } from 'lmdb'
 import type { Store } from '../store/store.js'
-import { Decimal, SCALE, ZERO, dec, parseQuantity, type Decimal as D } from './money.js'
-import { elementStep, type PricingElement } from './tiers.js'
+import { Decimal, SCALE, ZERO, cmpScaled, dec, formatScaled, parseQuantity, parseQuantityScaled, parseScaled, plusScaled, type Decimal as D } from './money.js'
+import { elementStep, elementStepScaled, type ElementStep, type PricingElement } from './tiers.js'
 
 /** Running statistics of one element over one billing period and scope. */
 export interface Aggregate {
@@ -103,8 +103,7 @@ export class ToolAggregates {
       for (const el of c.elements) {
         const key = [...c.scope, el.name]
         const before = this.aggregates.get(key) ?? EMPTY
-        const { after, qBefore, qAfter } = this.next(key, el, before, c.usageMetadata)
-        const step = elementStep(el, qBefore, qAfter)
+        const { after, step } = this.move(key, el, before, c.usageMetadata?.[el.name])
         applied.parts[el.name] = step.part
         applied.quantities[el.name] = step.quantity
         if (count) this.aggregates.put(key, after)
@@ -123,47 +122,18 @@ export class ToolAggregates {
     }).then(() => result)
   }
 
-  /**
-   * The aggregate after one event, and the quantity C is taken of before and after it
-   * (quantityOf of each, computed from the Decimals at hand rather than re-parsed).
-   */
-  private next(key: Key, el: PricingElement, a: Aggregate, meta: Record<string, unknown> | undefined): { after: Aggregate; qBefore: D; qAfter: D } {
+  /** The aggregate after one event and what the event cost (DISTINCT looks its value up and records it). */
+  private move(key: Key, el: PricingElement, a: Aggregate, raw: unknown): Move {
+    if (el.aggregationType !== 'DISTINCT') return moveAggregate(el, a, raw)
     const after: Aggregate = { ...a, n: a.n + 1 }
-    if (el.aggregationType === 'COUNT') return { after, qBefore: new Decimal(a.n), qAfter: new Decimal(after.n) }
-    const raw = meta?.[el.name]
-    if (el.aggregationType === 'DISTINCT') {
-      if (raw !== undefined && raw !== null) {
-        const dk = [...key, distinctToken(raw)]
-        if (this.distinct.get(dk) === undefined) {
-          this.distinct.put(dk, 1)
-          after.distinct = a.distinct + 1
-        }
-      }
-      return { after, qBefore: new Decimal(a.distinct), qAfter: new Decimal(after.distinct) }
-    }
-    // SUM, MAXIMUM and AVERAGE move with a usable value only.
-    const v = parseQuantity(raw)
-    const sum = dec(a.sum)
-    let sumAfter = sum
-    const max = el.aggregationType === 'MAXIMUM' ? dec(a.max) : ZERO
-    let maxAfter = max
-    if (v !== undefined) {
-      after.nv = a.nv + 1
-      sumAfter = sum.plus(v)
-      after.sum = sumAfter.toFixed()
-      if (v.gt(a.max)) {
-        after.max = v.toFixed()
-        maxAfter = v
+    if (raw !== undefined && raw !== null) {
+      const dk = [...key, distinctToken(raw)]
+      if (this.distinct.get(dk) === undefined) {
+        this.distinct.put(dk, 1)
+        after.distinct = a.distinct + 1
       }
     }
-    switch (el.aggregationType) {
-      case 'SUM':
-        return { after, qBefore: sum, qAfter: sumAfter }
-      case 'MAXIMUM':
-        return { after, qBefore: max, qAfter: maxAfter }
-      case 'AVERAGE':
-        return { after, qBefore: average(sum, a.nv), qAfter: average(sumAfter, after.nv) }
-    }
+    return { after, step: countStep(el, a.distinct, after.distinct) }
   }
 
   /** The current aggregate of an element (tests and reports). */
@@ -202,5 +172,79 @@ export function periodOf(eventTime: string, unit: BillingPeriod): string {
       const day = (d.getUTCDay() + 6) % 7
       return 'W' + new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() - day)).toISOString().slice(0, 10)
     }
+  }
+}
+
+/** One event's move of an element's aggregate, and its cost and quantity. */
+export interface Move {
+  after: Aggregate
+  step: ElementStep
+}
+
+/**
+ * An event with usageMetadata value `raw` applied to aggregate `a` of an element (every type
+ * but DISTINCT, which needs the store): in BigInt for counts and for plain-decimal values
+ * (nearly always), else in Decimal. Both give the same aggregate strings and costs
+ * (test/pricing/fixed.test.ts).
+ */
+export function moveAggregate(el: PricingElement, a: Aggregate, raw: unknown): Move {
+  if (el.aggregationType === 'COUNT') return { after: { ...a, n: a.n + 1 }, step: countStep(el, a.n, a.n + 1) }
+  return moveScaled(el, a, raw) ?? moveDecimal(el, a, raw)
+}
+
+function countStep(el: PricingElement, before: number, after: number): ElementStep {
+  return elementStepScaled(el, { n: BigInt(before), s: 0 }, { n: BigInt(after), s: 0 }) ?? elementStep(el, new Decimal(before), new Decimal(after))
+}
+
+/** SUM and MAXIMUM in BigInt; null for AVERAGE and for what only Decimal holds. */
+export function moveScaled(el: PricingElement, a: Aggregate, raw: unknown): Move | null {
+  if (el.aggregationType !== 'SUM' && el.aggregationType !== 'MAXIMUM') return null
+  const v = parseQuantityScaled(raw)
+  const sum = parseScaled(a.sum)
+  const max = parseScaled(a.max)
+  if (v === null || sum === null || max === null) return null
+  const after: Aggregate = { ...a, n: a.n + 1 }
+  let sumAfter = sum
+  let maxAfter = max
+  // Only a usable value moves the sum and the maximum.
+  if (v !== undefined) {
+    after.nv = a.nv + 1
+    sumAfter = plusScaled(sum, v)
+    after.sum = formatScaled(sumAfter)
+    if (cmpScaled(v, max) > 0) {
+      after.max = formatScaled(v)
+      maxAfter = v
+    }
+  }
+  const step = el.aggregationType === 'SUM' ? elementStepScaled(el, sum, sumAfter) : elementStepScaled(el, max, maxAfter)
+  return step && { after, step }
+}
+
+/** Every type but DISTINCT in Decimal: quantityOf before and after, from the Decimals at hand. */
+export function moveDecimal(el: PricingElement, a: Aggregate, raw: unknown): Move {
+  const after: Aggregate = { ...a, n: a.n + 1 }
+  if (el.aggregationType === 'COUNT') return { after, step: elementStep(el, new Decimal(a.n), new Decimal(after.n)) }
+  // SUM, MAXIMUM and AVERAGE move with a usable value only.
+  const v = parseQuantity(raw)
+  const sum = dec(a.sum)
+  let sumAfter = sum
+  const max = dec(a.max)
+  let maxAfter = max
+  if (v !== undefined) {
+    after.nv = a.nv + 1
+    sumAfter = sum.plus(v)
+    after.sum = sumAfter.toFixed()
+    if (v.gt(a.max)) {
+      after.max = v.toFixed()
+      maxAfter = v
+    }
+  }
+  switch (el.aggregationType) {
+    case 'SUM':
+      return { after, step: elementStep(el, sum, sumAfter) }
+    case 'MAXIMUM':
+      return { after, step: elementStep(el, max, maxAfter) }
+    default:
+      return { after, step: elementStep(el, average(sum, a.nv), average(sumAfter, after.nv)) }
   }
 }

@@ -28,10 +28,25 @@ export function parseAmount(v: unknown): Decimal | undefined {
   return undefined
 }
 
+const QUANTITY = /^\d+(\.\d+)?([eE][+-]?\d+)?$/
+
 /** A quantity from usageMetadata: a finite non-negative number or numeric string. */
 export function parseQuantity(v: unknown): Decimal | undefined {
   if (typeof v === 'number') return Number.isFinite(v) && v >= 0 ? dec(v) : undefined
-  if (typeof v === 'string' && /^\d+(\.\d+)?([eE][+-]?\d+)?$/.test(v.trim())) return new Decimal(v.trim())
+  if (typeof v === 'string' && QUANTITY.test(v.trim())) return new Decimal(v.trim())
+  return undefined
+}
+
+/**
+ * parseQuantity as a Scaled: undefined when `v` is not a quantity at all, null when it is one
+ * that only Decimal holds (an exponent, more than 40 places).
+ */
+export function parseQuantityScaled(v: unknown): Scaled | null | undefined {
+  if (typeof v === 'number') return Number.isFinite(v) && v >= 0 ? parseScaled(String(v)) : undefined
+  if (typeof v === 'string') {
+    const text = v.trim()
+    return QUANTITY.test(text) ? parseScaled(text) : undefined
+  }
   return undefined
 }
 
@@ -118,6 +133,28 @@ export function cmpScaled(a: Scaled, b: Scaled): number {
 
 export const SCALED_ZERO: Scaled = { n: 0n, s: 0 }
 
+const PLAIN = /^(\d+)(?:\.(\d+))?$/
+
+/** A non-negative decimal in plain notation ("12", "0.005") as a Scaled, or null for any other text. */
+export function parseScaled(text: string): Scaled | null {
+  const m = PLAIN.exec(text)
+  if (!m) return null
+  const frac = m[2] ?? ''
+  return frac.length > MAX_SCALE ? null : { n: BigInt(m[1] + frac), s: frac.length }
+}
+
+/** A non-negative Scaled in plain notation without trailing zeros, as decimal.js's toFixed() writes it. */
+export function formatScaled(x: Scaled): string {
+  if (x.n === 0n) return '0'
+  let digits = x.n.toString()
+  if (x.s === 0) return digits
+  if (digits.length <= x.s) digits = '0'.repeat(x.s + 1 - digits.length) + digits
+  const whole = digits.slice(0, digits.length - x.s)
+  let end = digits.length
+  while (end > whole.length && digits.charCodeAt(end - 1) === 48) end--
+  return end === whole.length ? whole : `${whole}.${digits.slice(whole.length, end)}`
+}
+
 /** An amount rounded half-even to SCALE places (ties away from neither sign), as an integer count of 10^-SCALE. */
 export function roundScaled(x: Scaled): bigint {
   if (x.n < 0n) return -roundScaled({ n: -x.n, s: x.s })
@@ -141,12 +178,5 @@ export function unitsOfMoney(text: string): bigint | null {
 
 /** The canonical money spelling (as `money` writes it) of a count of 10^-SCALE. */
 export function moneyOfUnits(units: bigint): string {
-  if (units === 0n) return '0'
-  if (units < 0n) return '-' + moneyOfUnits(-units)
-  let digits = units.toString()
-  if (digits.length <= SCALE) digits = '0'.repeat(SCALE + 1 - digits.length) + digits
-  const whole = digits.slice(0, digits.length - SCALE)
-  let end = digits.length
-  while (end > whole.length && digits.charCodeAt(end - 1) === 48) end--
-  return end === whole.length ? whole : `${whole}.${digits.slice(whole.length, end)}`
+  return units < 0n ? '-' + formatScaled({ n: -units, s: SCALE }) : formatScaled({ n: units, s: SCALE })
 }

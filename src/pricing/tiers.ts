@@ -95,10 +95,15 @@ export interface ElementStep {
 export function elementStep(el: PricingElement, qBefore: D, qAfter: D): ElementStep {
   const b = scaledOf(qBefore)
   const a = scaledOf(qAfter)
-  const cb = b && chargeUnits(el, b)
-  const ca = a && chargeUnits(el, a)
-  if (typeof cb === 'bigint' && typeof ca === 'bigint') return { part: moneyOfUnits(ca - cb), quantity: moneyOfUnits(roundScaled(minusScaled(a!, b!))) }
-  return { part: money(periodCharge(el, qAfter).minus(periodCharge(el, qBefore))), quantity: money(qAfter.minus(qBefore)) }
+  return (b && a && elementStepScaled(el, b, a)) || { part: money(periodCharge(el, qAfter).minus(periodCharge(el, qBefore))), quantity: money(qAfter.minus(qBefore)) }
+}
+
+/** elementStep from Scaled quantities; null when the element's prices have no Scaled form. */
+export function elementStepScaled(el: PricingElement, qBefore: Scaled, qAfter: Scaled): ElementStep | null {
+  const cb = chargeUnits(el, qBefore)
+  const ca = cb === null ? null : chargeUnits(el, qAfter)
+  if (cb === null || ca === null) return null
+  return { part: moneyOfUnits(ca - cb), quantity: moneyOfUnits(roundScaled(minusScaled(qAfter, qBefore))) }
 }
 
 interface ScaledTiers {

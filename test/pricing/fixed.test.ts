@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import t from 'tap'
 import { Decimal, money, moneyOfUnits, unitsOfMoney, perMillion, perTokenScaled, plusScaled, round, roundScaled, timesScaled } from '../../src/pricing/money.js'
+import { moveDecimal, moveScaled, type Aggregate } from '../../src/pricing/aggregates.js'
 import { PriceBook, priceCompletion } from '../../src/pricing/price-book.js'
 import { AGGREGATION_TYPES, elementStep, periodCharge, type PricingElement } from '../../src/pricing/tiers.js'
 
@@ -127,4 +128,37 @@ t.test('a tool cost total, the sum of its parts: BigInt == Decimal, negative par
   t.notOk(run.failed, 'no parts whose sum differs', { counterexample: run.counterexample?.[0] })
   t.equal(unitsOfMoney('1e-7'), null, 'only money spellings; anything else takes the Decimal path')
   t.equal(unitsOfMoney('0.0000000000001'), null, 'and never more than 12 places')
+})
+
+t.test('an aggregate moved by a metadata value: BigInt == Decimal, for SUM and MAXIMUM, whatever the client sends', async (t) => {
+  const raw = fc.oneof(
+    fc.integer({ min: -5, max: 1_000_000 }),
+    fc.double({ min: 0, max: 1e6, noNaN: true }),
+    fc.constantFrom(1e-7, 5e-324, 1e21, 0.1, -0, Number.NaN, Infinity, -3),
+    fc.constantFrom('3.10', ' 7 ', '007', '1e3', '2.5E-2', 'abc', '', '-1', '0.' + '0'.repeat(45) + '1'),
+    decimal(10n ** 18n, 18),
+    fc.constantFrom(true, null, undefined, { n: 1 }),
+  )
+  const el = tieredElement.map((e) => ({ ...e, aggregationType: e.aggregationType === 'MAXIMUM' ? ('MAXIMUM' as const) : ('SUM' as const) }))
+  let scaled = 0
+  const run = fc.check(
+    fc.property(el, fc.array(raw, { minLength: 1, maxLength: 12 }), (el, values) => {
+      // Each path is fed its own previous aggregate, so a difference anywhere in the stream shows.
+      let a: Aggregate = { n: 0, nv: 0, sum: '0', max: '0', distinct: 0 }
+      let b = a
+      for (const v of values) {
+        const fast = moveScaled(el, a, v)
+        const slow = moveDecimal(el, b, v)
+        if (fast) scaled++
+        const got = fast ?? moveDecimal(el, a, v)
+        if (JSON.stringify(got) !== JSON.stringify(slow)) return false
+        a = got.after
+        b = slow.after
+      }
+      return true
+    }),
+    { numRuns: 2000 },
+  )
+  t.notOk(run.failed, 'no stream where they differ', { counterexample: JSON.stringify(run.counterexample) })
+  t.ok(scaled > 5000, `the BigInt path took most moves (${scaled})`)
 })

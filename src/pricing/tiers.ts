@@ -31,30 +31,15 @@ function d(v: string | number): D {
   return x
 }
 
-// The last two charges computed per element: an event's C(before) is the C(after) that the
-// previous event on the same aggregate has just computed. Elements are immutable (a tool
-// update makes new ones), so identity is a safe key.
-const recent = new WeakMap<PricingElement, { q: string; c: D }[]>()
-
 /**
  * The period charge C(q) of an element (DESIGN §6), rounded to the money scale:
  * flat `unitPrice × q`; `volume` prices every unit at the tier q falls in (upTo inclusive);
  * `graduated` prices each unit in its own tier. Past a finite last tier, its price goes on.
  * Because C is rounded before any difference is taken, C(after) − C(before) is exact and
- * per-event costs add up to the period charge to the last digit.
+ * per-event costs add up to the period charge to the last digit. (The Decimal reference;
+ * events are charged by chargeUnits below, its BigInt twin.)
  */
 export function periodCharge(el: PricingElement, q: D): D {
-  const key = q.toString()
-  let memo = recent.get(el)
-  if (memo) for (const m of memo) if (m.q === key) return m.c
-  const c = computeCharge(el, q)
-  if (!memo) recent.set(el, (memo = []))
-  memo.unshift({ q: key, c })
-  if (memo.length > 2) memo.pop()
-  return c
-}
-
-function computeCharge(el: PricingElement, q: D): D {
   if (q.lte(0)) return ZERO
   if (el.tiers.length === 0) return round(d(el.unitPrice).times(q))
   if (el.tiersMode === 'volume') {
@@ -132,7 +117,7 @@ function tiersOf(el: PricingElement): ScaledTiers | null {
   return t
 }
 
-/** computeCharge in BigInt, as a count of 10^-SCALE; null when the element has no Scaled form. */
+/** periodCharge in BigInt, as a count of 10^-SCALE; null when the element has no Scaled form. */
 function chargeUnits(el: PricingElement, q: Scaled): bigint | null {
   const t = tiersOf(el)
   if (t === null) return null

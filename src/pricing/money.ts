@@ -74,10 +74,11 @@ export function perMillion(tokens: number, pricePerMillion: Decimal): Decimal {
 }
 
 /**
- * Non-negative amounts as exact scaled integers (value = n / 10^s), for the hot paths:
- * completion prices and tool tier charges. BigInt products, sums and a half-even rounding give
- * what the Decimal path gives (test/pricing/fixed.test.ts checks both on random inputs) at a
- * fraction of its cost; whatever does not fit (more than 40 decimal places) stays on Decimal.
+ * Amounts as exact scaled integers (value = n / 10^s), for the hot paths: completion prices,
+ * tool aggregates and tier charges. BigInt products, sums and a half-even rounding give what the
+ * Decimal path gives (test/pricing/fixed.test.ts checks both on random inputs) at a fraction of
+ * its cost; inputs with more than 40 decimal places stay on Decimal. (Past decimal.js's 60
+ * significant digits the two would part, the BigInt side being the exact one.)
  */
 export interface Scaled {
   n: bigint
@@ -155,7 +156,7 @@ export function formatScaled(x: Scaled): string {
   return end === whole.length ? whole : `${whole}.${digits.slice(whole.length, end)}`
 }
 
-/** An amount rounded half-even to SCALE places (ties away from neither sign), as an integer count of 10^-SCALE. */
+/** An amount rounded half-even to SCALE places (a negative one as its magnitude), as an integer count of 10^-SCALE. */
 export function roundScaled(x: Scaled): bigint {
   if (x.n < 0n) return -roundScaled({ n: -x.n, s: x.s })
   if (x.s <= SCALE) return x.n * POW10[SCALE - x.s]

@@ -269,6 +269,9 @@ function sum(parts: Record<string, string>): D {
   return t
 }
 
+/** A cost part: its name and the (token count, price per million) pairs summed into it. */
+type Term = [name: string, pairs: [count: number, rate: D][]]
+
 /** The book's cost parts and their total as money strings (the total is the sum of the rounded parts, as if re-read from the strings). */
 function bookParts(p: ModelPrice, provider: ProviderInfo, b: CompletionBody): { parts: Record<string, string>; total: string } {
   const input = count(b.inputTokenCount)
@@ -287,23 +290,23 @@ function bookParts(p: ModelPrice, provider: ProviderInfo, b: CompletionBody): { 
   const readRate = r.cacheRead ?? r.input
   const write5mRate = r.cacheWrite5m ?? r.input
   const write1hRate = r.cacheWrite1h ?? write5mRate
-  // Each part: [name, [count, rate per million], ...]; several pairs are summed before rounding.
-  const terms: [string, ...[number, D][]][] = [
-    ['inputTokenCost', [uncached, r.input]],
-    ['outputTokenCost', [r.reasoning ? Math.max(0, output - reasoning) : output, r.output]],
-    ['cacheReadTokenCost', [cacheRead, readRate]],
-    ['cacheCreationTokenCost', [write5m, write5mRate], [c1, write1hRate]],
+  // Each part: [name, [[count, rate per million], ...]]; several pairs are summed before rounding.
+  const terms: Term[] = [
+    ['inputTokenCost', [[uncached, r.input]]],
+    ['outputTokenCost', [[r.reasoning ? Math.max(0, output - reasoning) : output, r.output]]],
+    ['cacheReadTokenCost', [[cacheRead, readRate]]],
+    ['cacheCreationTokenCost', [[write5m, write5mRate], [c1, write1hRate]]],
   ]
-  if (r.reasoning) terms.push(['reasoningTokenCost', [Math.min(reasoning, output || reasoning), r.reasoning]])
+  if (r.reasoning) terms.push(['reasoningTokenCost', [[Math.min(reasoning, output || reasoning), r.reasoning]]])
   const mult = b.pricingTier === 'BATCH' ? provider.batchMultiplier : undefined
   return (mult === undefined && scaledParts(terms)) || decimalParts(terms, mult)
 }
 
 /** bookParts in BigInt (integer token counts, no batch multiplier: nearly every record); false when it does not apply. */
-function scaledParts(terms: [string, ...[number, D][]][]): { parts: Record<string, string>; total: string } | false {
+function scaledParts(terms: Term[]): { parts: Record<string, string>; total: string } | false {
   const parts: Record<string, string> = {}
   let total = 0n
-  for (const [name, ...pairs] of terms) {
+  for (const [name, pairs] of terms) {
     let sum: Scaled | undefined
     for (const [n, rate] of pairs) {
       const perToken = Number.isSafeInteger(n) ? perTokenScaled(rate) : null
@@ -318,10 +321,10 @@ function scaledParts(terms: [string, ...[number, D][]][]): { parts: Record<strin
   return { parts, total: moneyOfUnits(total) }
 }
 
-function decimalParts(terms: [string, ...[number, D][]][], mult: D | undefined): { parts: Record<string, string>; total: string } {
+function decimalParts(terms: Term[], mult: D | undefined): { parts: Record<string, string>; total: string } {
   const parts: Record<string, string> = {}
   let total = ZERO
-  for (const [name, ...pairs] of terms) {
+  for (const [name, pairs] of terms) {
     let v = ZERO
     for (const [n, rate] of pairs) v = v.plus(perMillion(n, rate))
     const part = round(mult ? v.times(mult) : v)

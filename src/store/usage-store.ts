@@ -15,6 +15,8 @@ export interface IdempotencyEntry {
 }
 
 export interface ListQuery {
+  /** The reader's account: transactionIds are looked up per account, like the dedup they share a table with. */
+  account: string
   team: string
   kind: UsageKind
   transactionId?: string
@@ -41,7 +43,9 @@ export interface ListResult {
 
 // Index keys are arrays, which lmdb-js orders element by element:
 //   ['t', team, kind, eventTime, id]        a team's records by time
-//   ['x', team, kind, transactionId, id]    by transactionId
+//   ['x', team, kind, transactionId, id]    by transactionId: only records a later record with the
+//                                           same transactionId displaced from the dedup table (and
+//                                           every record of data written before meterd 0.1.1)
 //   ['r', team, kind, traceId, id]          by traceId
 //   ['o', team, toolId, eventTime, id]      a team's tool events per tool, by time
 //   ['u', team, kind, eventTime, id]        records stored unpriced (`meterd reprice` removes the entry)
@@ -54,6 +58,13 @@ const HIGH = '\uffff'
  * Records, their indexes, the transactionId dedup table and the Idempotency-Key
  * replay table. A record, its index entries and its dedup/replay entries are written
  * in one transaction, so after a crash either all of them exist or none does.
+ *
+ * The dedup table, [account, kind, transactionId] → the latest record's id, is also the
+ * transactionId index: its entries are kept after the dedup window (which is checked by their
+ * time), and a record only gets an 'x' index entry once a later one under the same
+ * transactionId takes its place there. Client transactionIds are random, so each entry is a
+ * put on a random page of its B-tree: one such put per record instead of two is a quarter
+ * fewer pages written per commit (docs/performance.md).
  */
 export class UsageStore {
   readonly records: Database<UsageRecord, string>
@@ -103,6 +114,7 @@ export class UsageStore {
             kept.set(r.id, prior.id)
             continue
           }
+          if (prior && prior.id !== r.id) this.displace(prior.id)
           this.dedup.put(dk, entry) // an expired entry, or this record's own (a retried batch)
         }
       }
@@ -116,16 +128,43 @@ export class UsageStore {
     return kept
   }
 
+  /** A record leaves the dedup table for a later one with its transactionId: it keeps an 'x' entry. */
+  private displace(id: string): void {
+    const old = this.records.get(id)
+    const tx = old?.body.transactionId
+    if (old && typeof tx === 'string') this.index.put(['x', old.caller.team, old.kind, tx, old.id], null)
+  }
+
   get(id: string): UsageRecord | undefined {
     return this.records.get(id)
   }
 
+  /** A team's records with this transactionId, newest first: the dedup table's and the 'x' index's. */
+  private byTransaction(q: ListQuery, transactionId: string): UsageRecord[] {
+    const ids = new Set<string>()
+    const latest = this.dedup.get(this.dedupKey(q.account, q.kind, transactionId))
+    if (latest) ids.add(latest.id)
+    const prefix = ['x', q.team, q.kind, transactionId]
+    for (const key of this.index.getKeys({ start: [...prefix, LOW], end: [...prefix, HIGH] })) ids.add(key[key.length - 1] as string)
+    const out: UsageRecord[] = []
+    for (const id of [...ids].sort().reverse()) {
+      const r = this.records.get(id)
+      if (!r || r.caller.team !== q.team || r.kind !== q.kind) continue
+      if ((q.from !== undefined && r.eventTime < q.from) || (q.to !== undefined && r.eventTime >= q.to)) continue
+      out.push(r)
+    }
+    return out
+  }
+
   /** A team's records, newest first, one page at a time. */
   list(q: ListQuery): ListResult {
+    if (q.transactionId !== undefined) {
+      const all = this.byTransaction(q, q.transactionId)
+      return { records: all.slice(q.page * q.size, (q.page + 1) * q.size), total: all.length }
+    }
     let prefix: IndexKey
     let timeFiltered = false
-    if (q.transactionId !== undefined) prefix = ['x', q.team, q.kind, q.transactionId]
-    else if (q.traceId !== undefined) prefix = ['r', q.team, q.kind, q.traceId]
+    if (q.traceId !== undefined) prefix = ['r', q.team, q.kind, q.traceId]
     else if (q.toolId !== undefined && q.kind === 'tool') {
       prefix = ['o', q.team, q.toolId]
       timeFiltered = true
@@ -141,7 +180,7 @@ export class UsageStore {
     let total = 0
     for (const key of this.index.getKeys(range)) {
       const id = key[key.length - 1] as string
-      // A time range on a transactionId/traceId lookup is applied to the record itself.
+      // A time range on a traceId lookup is applied to the record itself.
       if (!timeFiltered && (q.from !== undefined || q.to !== undefined)) {
         const r = this.records.get(id)
         if (!r || (q.from !== undefined && r.eventTime < q.from) || (q.to !== undefined && r.eventTime >= q.to)) continue
@@ -157,13 +196,13 @@ export class UsageStore {
     return { records: out, total }
   }
 
-  /** Drops dedup and replay entries older than their windows; returns how many went. */
-  async sweep(now: number, dedupWindowMs: number, replayTtlMs: number): Promise<number> {
+  /**
+   * Drops Idempotency-Key replay entries older than their window; returns how many went.
+   * Dedup entries stay: they are the transactionId index too, and their window is checked by time.
+   */
+  async sweep(now: number, replayTtlMs: number): Promise<number> {
     let n = 0
     await this.records.transaction(() => {
-      for (const { key, value } of this.dedup.getRange({})) {
-        if (now - value.at >= dedupWindowMs) this.dedup.remove(key), n++
-      }
       for (const { key, value } of this.replay.getRange({})) {
         if (now - value.at >= replayTtlMs) this.replay.remove(key), n++
       }
@@ -180,8 +219,6 @@ export function unpricedKey(r: UsageRecord): IndexKey {
 function indexKeys(r: UsageRecord): IndexKey[] {
   const team = r.caller.team
   const keys: IndexKey[] = [['t', team, r.kind, r.eventTime, r.id]]
-  const tx = r.body.transactionId
-  if (typeof tx === 'string' && tx !== '') keys.push(['x', team, r.kind, tx, r.id])
   if (r.attribution.traceId) keys.push(['r', team, r.kind, r.attribution.traceId, r.id])
   if (r.kind === 'tool') keys.push(['o', team, r.body.toolId, r.eventTime, r.id])
   if (r.cost?.source === 'unpriced') keys.push(unpricedKey(r))

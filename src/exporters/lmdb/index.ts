@@ -8,8 +8,8 @@ import { mountReadRoutes } from './read-api.js'
 const schema = Type.Object(
   {
     query_api: Type.Boolean({ default: true, description: 'Serve the read-back endpoints under /{api_prefix}/v2/api/sources/metrics/' }),
-    dedup_sweep_minutes: Type.Number({ default: 60, minimum: 1, description: 'How often expired dedup and Idempotency-Key entries are removed' }),
-    retention_hours: Type.Number({ default: 840, minimum: 1, description: 'How long dedup and replay entries are kept at most (the receivers decide their own windows within it)' }),
+    dedup_sweep_minutes: Type.Number({ default: 60, minimum: 1, description: 'How often expired Idempotency-Key replay entries are removed (dedup entries stay: they index records by transactionId)' }),
+    retention_hours: Type.Number({ default: 840, minimum: 1, description: 'How long Idempotency-Key replay entries are kept at most (the receivers decide their own windows within it), and the dedup window of records whose receiver sets none' }),
   },
   { additionalProperties: false },
 )
@@ -33,7 +33,7 @@ export class LmdbExporter implements ConsumingComponent {
     if (this.config.query_api) mountReadRoutes(host)
     const retention = this.config.retention_hours * 3_600_000
     this.sweeper = setInterval(() => {
-      host.store.usage.sweep(host.now(), retention, retention).catch((err) => this.settings.logger.warn({ err }, 'dedup sweep failed'))
+      host.store.usage.sweep(host.now(), retention).catch((err) => this.settings.logger.warn({ err }, 'replay sweep failed'))
     }, this.config.dedup_sweep_minutes * 60_000)
     this.sweeper.unref()
   }

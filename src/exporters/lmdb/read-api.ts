@@ -60,6 +60,7 @@ function list(host: Host, ctx: RequestContext, kind: UsageKind) {
   const { page, size } = paging(ctx)
   const opt = (name: string) => ctx.query.get(name) || undefined
   const { records, total } = host.store.usage.list({
+    account: ctx.principal!.account,
     team,
     kind,
     transactionId: opt('transactionId'),

@@ -1,0 +1,94 @@
+import t from 'tap'
+import { Store } from '../../src/store/store.js'
+import type { UsageRecord } from '../../src/model/usage-record.js'
+import { call, removeDir, startMeterd, tempDir } from '../helpers/meterd.js'
+import { completion } from '../fixtures/wire-examples.js'
+
+// The dedup table is also the transactionId index (src/store/usage-store.ts): these are the
+// lookups a user makes by transactionId, whatever the dedup window did in between.
+
+const C = '/meter/v2/ai/completions'
+const LIST = '/profitstream/v2/api/sources/metrics/ai/completions'
+const HOUR = 3_600_000
+
+const ids = (res: { body: any }) => res.body._embedded.aICompletionMetricResourceList.map((r: any) => r.id)
+
+t.test('a transactionId reused after each window lists every record, newest first, and pages', async (t) => {
+  const m = await startMeterd(t, { frozenNow: Date.UTC(2026, 10, 21, 12) })
+  const key = await m.key()
+  const body = completion()
+  const stored: string[] = []
+  for (let i = 0; i < 3; i++) {
+    if (i > 0) m.clock.advance(25 * HOUR)
+    stored.push((await call(m.url + C, { key, body })).body.id)
+  }
+  t.equal(new Set(stored).size, 3, 'three records, one per window')
+  const url = `${m.url}${LIST}?transactionId=${encodeURIComponent(body.transactionId)}`
+  const all = await call(url, { key })
+  t.same(ids(all), [...stored].reverse(), 'newest first')
+  t.equal(all.body.page.totalElements, 3)
+  t.same(ids(await call(`${url}&size=2&page=1`, { key })), [stored[0]], 'the second page holds the oldest')
+  // A retry of the latest is still deduplicated after the older ones were displaced.
+  t.equal((await call(m.url + C, { key, body })).body.id, stored[2], 'within its window the latest id is answered')
+})
+
+t.test('transactionId lookups outlive the dedup window and the replay sweep', async (t) => {
+  const m = await startMeterd(t, { frozenNow: Date.UTC(2026, 10, 21, 12) })
+  const key = await m.key()
+  const body = completion()
+  const first = (await call(m.url + C, { key, body })).body.id
+  m.clock.advance(60 * 24 * HOUR) // beyond every retention
+  await m.service.store.usage.sweep(m.clock.now, HOUR)
+  const found = await call(`${m.url}${LIST}?transactionId=${encodeURIComponent(body.transactionId)}`, { key })
+  t.same(ids(found), [first], 'still found by transactionId')
+  const again = await call(m.url + C, { key, body })
+  t.not(again.body.id, first, 'but the window has passed: the same transactionId is a new record')
+})
+
+t.test('a transactionId lookup stays inside the team and the kind', async (t) => {
+  const m = await startMeterd(t)
+  const a = await m.key({ team: 'team-a' })
+  const b = await m.key({ team: 'team-b' }) // same account: dedup is per account
+  const other = await m.key({ team: 'team-a', account: 'acct-2' })
+  const body = completion()
+  const mine = (await call(m.url + C, { key: a, body })).body.id
+  t.equal((await call(m.url + C, { key: b, body })).body.id, mine, 'another team of the account gets the stored id')
+  const theirs = (await call(m.url + C, { key: other, body })).body.id
+  const lookup = (key: string) => call(`${m.url}${LIST}?transactionId=${encodeURIComponent(body.transactionId)}`, { key })
+  t.same(ids(await lookup(a)), [mine])
+  t.same(ids(await lookup(b)), [], 'team b stored nothing under it and sees nothing')
+  t.same(ids(await lookup(other)), [theirs], 'the other account sees its own record only')
+  const tools = await call(`${m.url}/profitstream/v2/api/sources/metrics/tool/events?transactionId=${encodeURIComponent(body.transactionId)}`, { key: a })
+  t.equal(tools.body.page.totalElements, 0, 'a completion is not a tool event')
+})
+
+t.test('records indexed by an earlier version (an x entry, no dedup entry) are still found', async (t) => {
+  const dir = tempDir('meterd-txindex-')
+  const store = new Store({ path: dir })
+  t.teardown(async () => {
+    await store.close()
+    removeDir(dir)
+  })
+  const usage = store.usage
+  const old = {
+    id: '01KAAAAAAAAAAAAAAAAAAAAAAA',
+    kind: 'completion',
+    body: { transactionId: 'tx-old' },
+    eventTime: '2026-01-01T00:00:00.000Z',
+    receivedAt: '2026-01-01T00:00:00.000Z',
+    caller: { account: 'acct-1', tenant: '', team: 'team-a', environment: '', keyId: 'k' },
+    attribution: {},
+    attributed: false,
+  } as unknown as UsageRecord
+  await store.root.transaction(() => {
+    usage.records.put(old.id, old)
+    usage.index.put(['x', 'team-a', 'completion', 'tx-old', old.id], null)
+  })
+  const q = { account: 'acct-1', team: 'team-a', kind: 'completion' as const, transactionId: 'tx-old', page: 0, size: 10 }
+  t.same(usage.list(q).records.map((r) => r.id), [old.id])
+  // A new record under the same transactionId joins it; the old one is listed once.
+  const next = { ...old, id: '01KBBBBBBBBBBBBBBBBBBBBBBB', eventTime: '2026-02-01T00:00:00.000Z' } as UsageRecord
+  await store.root.transaction(() => usage.writeInTransaction([next], { dedupWindowMs: HOUR, now: Date.now() }))
+  t.same(usage.list(q).records.map((r) => r.id), [next.id, old.id])
+  t.same(usage.list({ ...q, from: '2026-01-15T00:00:00.000Z' }).records.map((r) => r.id), [next.id], 'from applies')
+})

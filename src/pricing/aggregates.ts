@@ -18,11 +18,8 @@ export interface Aggregate {
 
 const EMPTY: Aggregate = { n: 0, nv: 0, sum: '0', max: '0', distinct: 0 }
 
-/** What an event contributed, remembered so a retried batch is never counted twice. */
+/** What an event contributed to each element: its cost C(after) − C(before) and its quantity (decimal strings). */
 export interface Applied {
-  recordId: string
-  at: number
-  /** Cost per element (C(after) − C(before)), decimal strings. */
   parts: Record<string, string>
   quantities: Record<string, string>
 }
@@ -30,8 +27,8 @@ export interface Applied {
 /** One tool event to apply: its aggregate key prefix (scope + period) and the tool's elements. */
 export interface ToolCharge {
   recordId: string
-  /** `account\0transactionId` when the event has one, else undefined (then the record id is the key). */
-  dedupKey?: string
+  /** The event's account and transactionId, when it has one: a duplicate of a stored record never counts. */
+  transaction?: { account: string; id: string }
   /** [team, ...scope values, toolId, period]. */
   scope: string[]
   elements: PricingElement[]
@@ -73,52 +70,61 @@ function distinctToken(v: unknown): string {
 export class ToolAggregates {
   readonly aggregates: Database<Aggregate, Key>
   readonly distinct: Database<1, Key>
-  readonly applied: Database<Applied, Key>
 
   constructor(private readonly store: Store) {
     this.aggregates = store.db<Key, Aggregate>('tool-aggregates')
     this.distinct = store.db<Key, 1>('tool-distinct')
-    this.applied = store.db<Key, Applied>('tool-applied')
-  }
-
-  appliedKey(c: Pick<ToolCharge, 'recordId' | 'dedupKey'>): Key {
-    return c.dedupKey !== undefined ? ['tx', c.dedupKey] : ['id', c.recordId]
   }
 
   /**
    * Applies each charge and returns its per-element costs, in order. Must run inside a write
    * transaction (see `apply`, or the caller's own, as `meterd reprice` does to update the record
-   * in the same transaction). A charge already applied returns what it cost the first time.
+   * in the same transaction).
+   *
+   * A charge whose transactionId the dedup table holds for another record within `dedupWindowMs`
+   * is a duplicate of that record: the lmdb exporter will not store it, so it moves nothing and
+   * gets the stored record's cost. The receiver answers such retries before they reach pricing;
+   * this check, in the same transaction as the record's own dedup entry, is for a record stored
+   * by another process in between. Without a window (no durable exporter sets one) nothing is
+   * looked up.
    */
-  applyInTransaction(charges: ToolCharge[], now: number, count = true): Applied[] {
+  applyInTransaction(charges: ToolCharge[], now: number, dedupWindowMs?: number): Applied[] {
     const out: Applied[] = []
     for (const c of charges) {
-      const ak = this.appliedKey(c)
-      const prior = this.applied.get(ak)
-      if (prior) {
-        out.push(prior)
+      const stored = dedupWindowMs === undefined ? undefined : this.storedTwin(c, dedupWindowMs, now)
+      if (stored) {
+        out.push(stored)
         continue
       }
-      const applied: Applied = { recordId: c.recordId, at: now, parts: {}, quantities: {} }
+      const applied: Applied = { parts: {}, quantities: {} }
       for (const el of c.elements) {
         const key = [...c.scope, el.name]
         const before = this.aggregates.get(key) ?? EMPTY
         const { after, step } = this.move(key, el, before, c.usageMetadata?.[el.name])
         applied.parts[el.name] = step.part
         applied.quantities[el.name] = step.quantity
-        if (count) this.aggregates.put(key, after)
+        this.aggregates.put(key, after)
       }
-      if (count) this.applied.put(ak, applied)
       out.push(applied)
     }
     return out
   }
 
+  /** What the stored record with the charge's transactionId cost, when it is another record. */
+  private storedTwin(c: ToolCharge, windowMs: number, now: number): Applied | undefined {
+    if (!c.transaction) return undefined
+    const usage = this.store.usage
+    const id = usage.findDuplicate(c.transaction.account, 'tool', c.transaction.id, windowMs, now)
+    if (id === undefined || id === c.recordId) return undefined
+    const cost = usage.get(id)?.cost
+    return { parts: { ...cost?.parts }, quantities: { ...cost?.quantities } }
+  }
+
   /** Applies charges in their own write transaction; resolves once committed (flushed with the record). */
-  apply(charges: ToolCharge[], now: number): Promise<Applied[]> {
+  apply(charges: ToolCharge[], now: number, dedupWindowMs?: number): Promise<Applied[]> {
     let result: Applied[] = []
     return this.store.root.transaction(() => {
-      result = this.applyInTransaction(charges, now)
+      result = this.applyInTransaction(charges, now, dedupWindowMs)
     }).then(() => result)
   }
 
@@ -141,14 +147,6 @@ export class ToolAggregates {
     return this.aggregates.get([...scope, element]) ?? EMPTY
   }
 
-  /** Forgets applied-event entries older than `ttlMs` (they only guard retries). */
-  async sweep(now: number, ttlMs: number): Promise<number> {
-    let n = 0
-    await this.store.root.transaction(() => {
-      for (const { key, value } of this.applied.getRange({})) if (now - value.at >= ttlMs) this.applied.remove(key), n++
-    })
-    return n
-  }
 }
 
 /** The billing period an event time falls in, UTC. */

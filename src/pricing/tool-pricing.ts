@@ -32,7 +32,7 @@ export function toolCharge(r: ToolRecord, tool: Tool, o: ToolPricingOptions): To
   const tx = r.body.transactionId
   return {
     recordId: r.id,
-    dedupKey: typeof tx === 'string' && tx !== '' ? `${r.caller.account}\0${tx}` : undefined,
+    transaction: typeof tx === 'string' && tx !== '' ? { account: r.caller.account, id: tx } : undefined,
     // The scope's own shape leads the key, so changing `scope` starts new aggregates, never mixes them.
     scope: [o.scope.join(','), ...o.scope.map((d) => dimension(r, d)), tool.toolId, periodOf(r.eventTime, o.billingPeriod)],
     elements: tool.pricing.elements,

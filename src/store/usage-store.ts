@@ -45,7 +45,7 @@ export interface ListResult {
 //   ['t', team, kind, eventTime, id]        a team's records by time
 //   ['x', team, kind, transactionId, id]    by transactionId: only records a later record with the
 //                                           same transactionId displaced from the dedup table (and
-//                                           every record of data written before meterd 0.1.1)
+//                                           every record written by earlier builds)
 //   ['r', team, kind, traceId, id]          by traceId
 //   ['o', team, toolId, eventTime, id]      a team's tool events per tool, by time
 //   ['u', team, kind, eventTime, id]        records stored unpriced (`meterd reprice` removes the entry)

@@ -76,7 +76,7 @@ t.test('C(q) of the worked table, directly', async (t) => {
   t.equal(at({ ...vol, tiers: [] , unitPrice: '0.1' }, 3), '0.3', 'flat: 0.1 × 3 has no float error')
 })
 
-t.test('a retried charge (same record) is counted once', async (t) => {
+t.test('a charge whose transactionId is stored for another record moves nothing and gets that record’s cost', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'meterd-prop-'))
   const store = new Store({ path: dir, maxSizeMb: 64 })
   t.teardown(async () => {
@@ -85,9 +85,25 @@ t.test('a retried charge (same record) is counted once', async (t) => {
   })
   const agg = new ToolAggregates(store)
   const el: PricingElement = { name: 'n', aggregationType: 'COUNT', tiersMode: 'volume', unitPrice: '1', tiers: [] }
-  const charge = { recordId: 'r1', dedupKey: 'acct\0tx-1', scope: ['s'], elements: [el], usageMetadata: undefined }
-  const first = await agg.apply([charge], 0)
-  const again = await agg.apply([{ ...charge, recordId: 'r2' }], 0)
-  t.same(again[0].parts, first[0].parts, 'the retry gets the first cost')
-  t.equal(agg.get(['s'], 'n').n, 1, 'and the aggregate moved once')
+  const HOUR = 3_600_000
+  const charge = { recordId: 'r1', transaction: { account: 'acct', id: 'tx-1' }, scope: ['s'], elements: [el], usageMetadata: undefined }
+  const [first] = await agg.apply([charge], 0, 24 * HOUR)
+  t.same(first.parts, { n: '1' })
+  // The record r1 is stored under tx-1 (by another process, say), with the cost it was given.
+  const record = {
+    id: 'r1', kind: 'tool', body: { transactionId: 'tx-1', toolId: 'geo' }, eventTime: '2026-11-01T00:00:00.000Z', receivedAt: '2026-11-01T00:00:00.000Z',
+    caller: { account: 'acct', tenant: '', team: 'team-a', environment: '', keyId: 'k' }, attribution: {}, attributed: false,
+    cost: { currency: 'USD', total: '1', parts: first.parts, quantities: first.quantities, source: 'registry' },
+  } as any
+  await store.root.transaction(() => store.usage.writeInTransaction([record], { dedupWindowMs: 24 * HOUR, now: 0 }))
+
+  const [twin] = await agg.apply([{ ...charge, recordId: 'r2' }], HOUR, 24 * HOUR)
+  t.same(twin, { parts: { n: '1' }, quantities: { n: '1' } }, 'a duplicate within the window gets the stored record’s cost')
+  t.equal(agg.get(['s'], 'n').n, 1, 'and the aggregate did not move')
+  await agg.apply([charge], HOUR, 24 * HOUR)
+  t.equal(agg.get(['s'], 'n').n, 2, 'the stored record itself (meterd reprice) is not its own duplicate')
+  await agg.apply([{ ...charge, recordId: 'r3' }], 25 * HOUR, 24 * HOUR)
+  t.equal(agg.get(['s'], 'n').n, 3, 'after the window the transactionId is new again and counts')
+  await agg.apply([{ ...charge, recordId: 'r4' }], HOUR)
+  t.equal(agg.get(['s'], 'n').n, 4, 'without a dedup window (no durable exporter) nothing is looked up')
 })

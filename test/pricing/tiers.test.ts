@@ -1,5 +1,6 @@
 import t from 'tap'
-import { createTool, event, postEvent, startPricing, sum, TIERS, toolBody } from '../helpers/pricing.js'
+import { call } from '../helpers/meterd.js'
+import { createTool, event, EVENTS, postEvent, startPricing, sum, TIERS, toolBody } from '../helpers/pricing.js'
 
 // Issue 3's worked table: tiers up to 1,000 @ 0.010, up to 10,000 @ 0.008, unlimited @ 0.005.
 // Events are posted one at a time; the period charge after each checkpoint is the sum of the
@@ -88,4 +89,20 @@ t.test('AVERAGE, MAXIMUM and DISTINCT over a period', async (t) => {
   const c = await postEvent(m, key, event('multi', { usageMetadata: { latency: 0, pages: 8, user: 'u2' } }))
   t.same(c.cost.parts, { latency: '-0.05', pages: '0.3', user: '2' }, 'average 100, max 8, a second user')
   t.equal(sum([a.cost.total, b.cost.total, c.cost.total]), '4.9', 'C(final) = 100 × 0.001 + 8 × 0.1 + 2 × 2')
+})
+
+t.test('a tool event retried within the dedup window counts once; its transactionId reused after the window counts again', async (t) => {
+  const m = await startPricing(t, { frozenNow: Date.UTC(2026, 10, 21, 12) })
+  const key = await m.key()
+  const tiers = [{ upTo: 1, unitPrice: '1' }, { upTo: null, unitPrice: '0.5' }]
+  await createTool(m, key, toolBody('geo', { name: 'requests', aggregationType: 'COUNT', tiersMode: 'graduated', tiers }))
+  const body = event('geo')
+  const first = await call(`${m.url}/meter/v2/tool/events`, { key, body })
+  t.equal((await call(`${m.url}/meter/v2/tool/events`, { key, body })).body.id, first.body.id, 'a retry gets the first id')
+  m.clock.advance(25 * 3_600_000)
+  const later = await call(`${m.url}/meter/v2/tool/events`, { key, body })
+  t.not(later.body.id, first.body.id, 'after the window it is a new event')
+  const list = await call(`${m.url}${EVENTS}?transactionId=${encodeURIComponent(body.transactionId as string)}`, { key })
+  const costs = list.body._embedded.toolEventMetricResourceList.map((r: any) => r.cost?.total ?? r.totalCost)
+  t.same(costs, ['0.5', '1'], 'the new event is counted: the second unit of the period, at the second tier')
 })

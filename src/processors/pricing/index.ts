@@ -53,7 +53,6 @@ export const schema = Type.Object(
           minItems: 1,
           description: 'Dimensions an aggregate is kept per',
         }),
-        retry_guard_hours: Type.Number({ default: 840, minimum: 1, description: 'How long an applied event is remembered so a retried batch never counts twice' }),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -96,7 +95,6 @@ export class PricingProcessor implements Consumer {
   private readonly tools: ToolPricingOptions
   private readonly unpriced: Tally
   private readonly priced: Tally
-  private sweeper?: NodeJS.Timeout
 
   constructor(private readonly settings: CreateSettings, private readonly config: PricingConfig, private readonly next: Consumer) {
     this.tools = toolOptions(config)
@@ -109,17 +107,10 @@ export class PricingProcessor implements Consumer {
     this.book = loadPriceBook(this.config)
     this.registry = findRegistry(host)
     this.aggregates = new ToolAggregates(host.store)
-    const ttl = this.config.tools.retry_guard_hours * 3_600_000
-    this.sweeper = setInterval(() => {
-      this.aggregates!.sweep(host.now(), ttl).catch((err) => this.settings.logger.warn({ err }, 'applied-event sweep failed'))
-    }, 3_600_000)
-    this.sweeper.unref()
     this.settings.logger.debug({ models: this.book.size, version: this.book.version }, 'price book loaded')
   }
 
-  async shutdown(): Promise<void> {
-    if (this.sweeper) clearInterval(this.sweeper)
-  }
+  async shutdown(): Promise<void> {}
 
   async consume(batch: Batch<UsageRecord>): Promise<void> {
     const book = this.book!
@@ -148,8 +139,9 @@ export class PricingProcessor implements Consumer {
       const now = this.host!.now()
       const toolCharges = charges
       const toolRecords = pending
+      const dedupWindowMs = batch.ctx.dedupWindowMs
       unitOf(batch, this.host!.store).add(() => {
-        const applied = aggregates.applyInTransaction(toolCharges, now)
+        const applied = aggregates.applyInTransaction(toolCharges, now, dedupWindowMs)
         toolRecords.forEach(({ r, tool }, i) => {
           r.cost = toolCost(r, tool, applied[i])
           this.count(r)

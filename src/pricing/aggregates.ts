@@ -72,7 +72,7 @@ export class ToolAggregates {
   readonly distinct: Database<1, Key>
 
   constructor(private readonly store: Store) {
-    this.aggregates = store.db<Key, Aggregate>('tool-aggregates')
+    this.aggregates = store.db<Key, Aggregate>('tool-aggregates', { sharedStructures: true })
     this.distinct = store.db<Key, 1>('tool-distinct')
   }
 

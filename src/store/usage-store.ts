@@ -75,8 +75,8 @@ export class UsageStore {
   constructor(private readonly store: Store) {
     this.records = store.db<string, UsageRecord>('usage-records', { sharedStructures: true })
     this.index = store.db<IndexKey, null>('usage-index')
-    this.dedup = store.db<IndexKey, DedupEntry>('usage-dedup')
-    this.replay = store.db<IndexKey, IdempotencyEntry>('usage-idempotency')
+    this.dedup = store.db<IndexKey, DedupEntry>('usage-dedup', { sharedStructures: true })
+    this.replay = store.db<IndexKey, IdempotencyEntry>('usage-idempotency', { sharedStructures: true })
   }
 
   dedupKey(account: string, kind: UsageKind, transactionId: string): IndexKey {

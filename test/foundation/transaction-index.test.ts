@@ -1,5 +1,6 @@
 import t from 'tap'
 import { Store } from '../../src/store/store.js'
+import { ToolAggregates } from '../../src/pricing/aggregates.js'
 import type { UsageRecord } from '../../src/model/usage-record.js'
 import { call, removeDir, startMeterd, tempDir } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
@@ -91,4 +92,28 @@ t.test('records indexed by an earlier version (an x entry, no dedup entry) are s
   await store.root.transaction(() => usage.writeInTransaction([next], { dedupWindowMs: HOUR, now: Date.now() }))
   t.same(usage.list(q).records.map((r) => r.id), [next.id, old.id])
   t.same(usage.list({ ...q, from: '2026-01-15T00:00:00.000Z' }).records.map((r) => r.id), [next.id], 'from applies')
+})
+
+t.test('dedup entries and tool aggregates written by earlier builds (plain msgpack) still read after the switch to shared structures', async (t) => {
+  const dir = tempDir('meterd-compat-')
+  const before = new Store({ path: dir })
+  const plainAggregates = before.root.openDB({ name: 'tool-aggregates' })
+  const plainDedup = before.root.openDB({ name: 'usage-dedup' })
+  await before.root.transaction(() => {
+    plainAggregates.put(['s', 'n'], { n: 7, nv: 7, sum: '21', max: '3', distinct: 0 })
+    plainDedup.put(['acct-1', 'tool', 'tx-1'], { id: 'R1', at: 5 })
+  })
+  await before.close()
+
+  const store = new Store({ path: dir })
+  t.teardown(async () => {
+    await store.close()
+    removeDir(dir)
+  })
+  const aggregates = new ToolAggregates(store)
+  t.same(aggregates.get(['s'], 'n'), { n: 7, nv: 7, sum: '21', max: '3', distinct: 0 })
+  t.equal(store.usage.findDuplicate('acct-1', 'tool', 'tx-1', HOUR, 10), 'R1')
+  const el = { name: 'n', aggregationType: 'COUNT' as const, tiersMode: 'volume' as const, unitPrice: '1', tiers: [] }
+  await aggregates.apply([{ recordId: 'R2', scope: ['s'], elements: [el], usageMetadata: undefined }], 0)
+  t.equal(aggregates.get(['s'], 'n').n, 8, 'an old aggregate moves on from where it was')
 })

@@ -3,14 +3,20 @@
  * same run, each in its own `meterd run` child process, driven by autocannon on 127.0.0.1.
  * Completions are priced from the book (cached and reasoning tokens, a dated model name);
  * tool events are priced from a registered tool with graduated tiers (one aggregate update,
- * in the same LMDB transaction as the record, per event). Runs alternate off/on three times and
- * compare each side's median, so a noisy neighbour hurts both alike.
+ * in the same LMDB transaction as the record, per event).
+ *
+ * Measured in PAIRS short paired runs per kind (off then on, then on then off, …, PAIR_SECONDS
+ * each, both daemons warmed up first): the ratio is the median of the pairs' ratios. On a shared
+ * VM the speed drifts by a quarter within seconds (steal); a pair's two runs are seconds apart,
+ * so the drift mostly cancels within each pair, where three long rounds per side did not.
  * Target: with pricing ≥ 0.9 × without, for completions and for tool events.
- * Run: `npm run bench -- pricing` (BENCH_SECONDS=n changes the length of each measured run).
+ * Run: `npm run bench -- pricing` (BENCH_PAIRS=n and BENCH_PAIR_SECONDS=n change the pairs).
  */
-import { BENCH_SECONDS, bodyTemplate, cannon, cpuSeconds, fmt, freshTransactions, header, line, median, missed, ratioLine, spawnMeterd, stealMeter, summarize } from './lib.js'
+import { bodyTemplate, cannon, cpuSeconds, fmt, freshTransactions, header, line, median, missed, ratioLine, spawnMeterd, stealMeter, summarize } from './lib.js'
 
 const CONNECTIONS = 32
+const PAIRS = Math.max(1, Number(process.env.BENCH_PAIRS) || 8)
+const PAIR_SECONDS = Math.max(1, Number(process.env.BENCH_PAIR_SECONDS) || 2)
 
 const COMPLETION = bodyTemplate({
   stopReason: 'END', costType: 'AI', isStreamed: false, operationType: 'CHAT',
@@ -51,26 +57,27 @@ async function start(processors) {
 }
 
 async function measure(d, path, body) {
-  await cannon({ url: d.url, requests: requests(d.key, path, body), duration: 1 }) // warm-up
   const cpu0 = cpuSeconds(d.pid)
-  const s = summarize(await cannon({ url: d.url, connections: CONNECTIONS, requests: requests(d.key, path, body) }))
+  const s = summarize(await cannon({ url: d.url, connections: CONNECTIONS, duration: PAIR_SECONDS, requests: requests(d.key, path, body) }))
   s.cpuUs = ((cpuSeconds(d.pid) - cpu0) / s.total) * 1e6
   return s
 }
 
-const ROUNDS = 3
-header(`pricing: ingest with vs without the pricing processor, ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${BENCH_SECONDS} s per side`)
+header(`pricing: ingest with vs without the pricing processor, ${CONNECTIONS} connections, ${PAIRS} paired runs of ${PAIR_SECONDS} s per kind`)
 const off = await start(['validate', 'attribution'])
 const on = await start(['validate', 'attribution', 'pricing'])
-// Per kind and side, every round's req/s and CPU per request (all of the daemon's threads;
+// Per kind and side, every run's req/s and CPU per request (all of the daemon's threads;
 // far less sensitive than req/s to the load generator and to neighbours on a shared machine).
 const runs = { completion: { off: [], on: [] }, tool: { off: [], on: [] } }
 let non2xx = 0
 try {
   const steal = stealMeter()
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const [kind, path, body] of [['completion', '/meter/v2/ai/completions', COMPLETION], ['tool', '/meter/v2/tool/events', TOOL_EVENT]]) {
-      for (const [side, d] of [['off', off], ['on', on]]) {
+  for (const [kind, path, body] of [['completion', '/meter/v2/ai/completions', COMPLETION], ['tool', '/meter/v2/tool/events', TOOL_EVENT]]) {
+    for (const d of [off, on]) await cannon({ url: d.url, requests: requests(d.key, path, body), duration: 2 }) // warm-up
+    for (let pair = 0; pair < PAIRS; pair++) {
+      // Alternate which side goes first, so a trend within the pairs favours neither.
+      const order = pair % 2 === 0 ? [['off', off], ['on', on]] : [['on', on], ['off', off]]
+      for (const [side, d] of order) {
         const s = await measure(d, path, body)
         non2xx += s.non2xx + s.errors
         runs[kind][side].push(s)
@@ -84,10 +91,15 @@ try {
   line('sample priced record', cost ? `${cost.source} ${cost.total} USD (${cost.priceVersion})` : 'NONE')
   const rps = (kind, side) => median(runs[kind][side].map((s) => s.rps))
   const cpu = (kind, side) => median(runs[kind][side].map((s) => s.cpuUs))
+  // Each pair's ratio, on over off: the figure the target is checked on is their median.
+  const pairRatios = (kind, k) => runs[kind].on.map((s, i) => s[k] / runs[kind].off[i][k])
   for (const [kind, label] of [['completion', 'completions'], ['tool', 'tool events']]) {
-    line(label, `${fmt(rps(kind, 'on'))} req/s with pricing vs ${fmt(rps(kind, 'off'))} req/s without (medians; rounds ${runs[kind].on.map((s) => fmt(s.rps)).join('/')} vs ${runs[kind].off.map((s) => fmt(s.rps)).join('/')})`)
-    process.stdout.write(ratioLine(`${label} ratio`, rps(kind, 'on'), rps(kind, 'off'), 0.9) + '\n')
-    line(`${label} CPU/request`, `${fmt(cpu(kind, 'on'))} µs with pricing vs ${fmt(cpu(kind, 'off'))} µs without (ratio without/with ${fmt(cpu(kind, 'off') / cpu(kind, 'on'), 2)})`)
+    const ratios = pairRatios(kind, 'rps')
+    line(label, `${fmt(rps(kind, 'on'))} req/s with pricing vs ${fmt(rps(kind, 'off'))} req/s without (medians of ${PAIRS} runs each)`)
+    line(`${label} pair ratios`, ratios.map((r) => fmt(r, 2)).join(' '))
+    process.stdout.write(ratioLine(`${label} ratio (median pair)`, median(ratios), 1, 0.9) + '\n')
+    const cpuRatio = median(runs[kind].off.map((s, i) => s.cpuUs / runs[kind].on[i].cpuUs))
+    line(`${label} CPU/request`, `${fmt(cpu(kind, 'on'))} µs with pricing vs ${fmt(cpu(kind, 'off'))} µs without (median pair ratio without/with ${fmt(cpuRatio, 2)})`)
   }
   line('CPU steal during the rounds', `${fmt(stealPct, 1)}%`)
   line('non-2xx or errors', String(non2xx))

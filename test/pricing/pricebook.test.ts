@@ -91,6 +91,9 @@ t.test('client costs override the book; billingSkipped is free; unknown models a
   t.same([unknown.cost.source, unknown.cost.note, unknown.cost.total], ['unpriced', 'unknown_model', '0'])
   const metrics = await call(`${m.url}/metrics`)
   t.match(metrics.text, /meterd_unpriced_records_total\{kind="completion",reason="unknown_model"\} 1/)
+  for (const source of ['client', 'skipped', 'unpriced']) {
+    t.match(metrics.text, new RegExp(`meterd_priced_records_total\\{kind="completion",source="${source}"\\} 1\\b`), `one record counted under source ${source}`)
+  }
 
   const weird = await priced(m, key, completion({ provider: 'openai', model: 'gpt-4o', inputTokenCount: 10, outputTokenCount: 5, totalTokenCount: 15, cacheReadTokenCount: 50 }))
   t.equal(weird.cost.parts.inputTokenCost, '0', 'more cached than input never goes negative')

@@ -25,8 +25,9 @@ export class ToolRegistry {
   private readonly ids: Database<string, Key>
   /** toolId → declaration, per team key ('*' for all). */
   private readonly declared = new Map<string, Map<string, DeclaredTool>>()
-  /** `team\0toolId` → the live tool (null: none). Only this process's API writes the registry; each write clears it. */
-  private readonly live = new Map<string, Tool | null>()
+  /** team → toolId → the live tool (null: none). Only this process's API writes the registry; each write clears it. */
+  private readonly live = new Map<string, Map<string, Tool | null>>()
+  private liveCount = 0
 
   constructor(private readonly store: Store, declared: DeclaredTool[] = [], private readonly startedAt = new Date(0).toISOString()) {
     this.tools = store.db<Key, Tool>('tools')
@@ -56,17 +57,25 @@ export class ToolRegistry {
       return await this.store.durable(write)
     } finally {
       this.live.clear()
+      this.liveCount = 0
     }
   }
 
   /** The live tool a team's events with this toolId are priced by (cached: every event asks). */
   byToolId(team: string, toolId: string): Tool | undefined {
-    const key = team + '\0' + toolId
-    const hit = this.live.get(key)
+    // Two lookups by the strings as they came: no key to build (and hash) per event.
+    let byId = this.live.get(team)
+    const hit = byId?.get(toolId)
     if (hit !== undefined) return hit ?? undefined
     const found = this.lookup(team, toolId)
-    if (this.live.size >= 10_000) this.live.clear()
-    this.live.set(key, found ?? null)
+    if (this.liveCount >= 10_000) {
+      this.live.clear()
+      this.liveCount = 0
+      byId = undefined
+    }
+    if (!byId) this.live.set(team, (byId = new Map()))
+    byId.set(toolId, found ?? null)
+    this.liveCount++
     return found
   }
 

@@ -146,7 +146,6 @@ export class ToolAggregates {
   get(scope: string[], element: string): Aggregate {
     return this.aggregates.get([...scope, element]) ?? EMPTY
   }
-
 }
 
 /** The billing period an event time falls in, UTC. */

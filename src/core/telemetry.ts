@@ -62,24 +62,39 @@ export function tally(registry: Registry, name: string, help: string, labelNames
   if (!byName) tallies.set(registry, (byName = new Map()))
   const existing = byName.get(name)
   if (existing) return existing
-  const pending = new Map<string, { labels: Record<string, string>; n: number }>()
+  interface Series {
+    labels: Record<string, string>
+    n: number
+  }
+  const all: Series[] = []
   new Counter({
     name,
     help,
     labelNames,
     registers: [registry],
     collect() {
-      for (const p of pending.values()) {
+      for (const p of all) {
         this.inc(p.labels, p.n)
         p.n = 0
       }
     },
   })
-  const series = (labels: Record<string, string>) => {
-    let key = ''
-    for (const l of labelNames) key += labels[l] + '\0'
-    let p = pending.get(key)
-    if (!p) pending.set(key, (p = { labels: { ...labels }, n: 0 }))
+  // One Map level per label, looked up by the values as they come: no key is built per increment.
+  const root = new Map<unknown, unknown>()
+  const series = (labels: Record<string, string>): Series => {
+    let level = root
+    for (let i = 0; i < labelNames.length - 1; i++) {
+      const v = labels[labelNames[i]]
+      let next = level.get(v) as Map<unknown, unknown> | undefined
+      if (!next) level.set(v, (next = new Map()))
+      level = next
+    }
+    const last = labelNames.length ? labels[labelNames[labelNames.length - 1]] : ''
+    let p = level.get(last) as Series | undefined
+    if (!p) {
+      level.set(last, (p = { labels: { ...labels }, n: 0 }))
+      all.push(p)
+    }
     return p
   }
   const t: Tally = {

@@ -95,7 +95,6 @@ export class PricingProcessor implements Consumer {
   private readonly tools: ToolPricingOptions
   private readonly unpriced: Tally
   private readonly priced: Tally
-  private readonly pricedBy: Partial<Record<string, Partial<Record<string, (n: number) => void>>>> = {}
 
   constructor(private readonly settings: CreateSettings, private readonly config: PricingConfig, private readonly next: Consumer) {
     this.tools = toolOptions(config)
@@ -156,9 +155,7 @@ export class PricingProcessor implements Consumer {
   private count(r: UsageRecord): void {
     const c = r.cost!
     if (c.source === 'unpriced') this.unpriced.inc({ kind: r.kind, reason: c.note ?? 'unknown' })
-    // A record of each kind and source per request: bound adders, so no label key is built per record.
-    const bySource = (this.pricedBy[r.kind] ??= {})
-    ;(bySource[c.source] ??= this.priced.bind({ kind: r.kind, source: c.source }))(1)
+    this.priced.inc({ kind: r.kind, source: c.source })
   }
 }
 

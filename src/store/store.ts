@@ -62,11 +62,18 @@ export class Store {
     return new WriteUnit(this)
   }
 
-  /** Resolves once `write` has committed and the commit is on disk. */
-  async durable<T>(write: Promise<T>): Promise<T> {
-    const result = await write
-    await this.root.flushed
-    return result
+  /**
+   * Resolves once `write` (already queued) has committed and the commit is on disk.
+   *
+   * `root.flushed` resolves once every write queued before it was read is flushed, and it is
+   * read here, synchronously, right after `write` was queued: so it is the flush of the batch
+   * that holds `write`. Read after the commit instead, it would be the flush of whatever batch
+   * the other requests had queued meanwhile, and under load every request would wait for one
+   * more commit and fsync than its own (docs/performance.md).
+   */
+  durable<T>(write: Promise<T>): Promise<T> {
+    const flushed = new Promise<void>((resolve, reject) => void this.root.flushed.then(() => resolve(), reject))
+    return Promise.all([write, flushed]).then(([result]) => result)
   }
 
   async close(): Promise<void> {

@@ -55,6 +55,30 @@ t.test('a step that throws fails the unit for every caller and skips the steps a
   t.equal(db.get('other'), 2)
 })
 
+t.test('a write is acknowledged once its own batch is on disk, not held for the writes queued after it', async (t) => {
+  const store = openStore(t)
+  const db = store.db<string, number>('unit-test')
+  const ours = store.root.transaction(() => void db.put('ours', 1))
+  // The moment ours commits, another request queues a write whose transaction is slow (a
+  // large batch, a slow disk). Ours is already committed and being flushed: it must not
+  // wait for that next transaction too.
+  let slowDone = false
+  const slow = ours.then(() =>
+    store.root.transaction(() => {
+      const until = Date.now() + 300
+      while (Date.now() < until); // holds the next transaction open for 300 ms
+      db.put('slow', 1)
+    }).then(() => void (slowDone = true)),
+  )
+  const started = Date.now()
+  await store.durable(ours)
+  t.notOk(slowDone, 'acknowledged before the later transaction committed')
+  t.ok(Date.now() - started < 250, `acknowledged in ${Date.now() - started} ms, without the later transaction's 300 ms`)
+  t.equal(db.get('ours'), 1)
+  await slow
+  t.equal(db.get('slow'), 1)
+})
+
 t.test('a tool event: its webhook event carries the cost its aggregate gave it', async (t) => {
   // The default pipeline (pricing → lmdb, webhook), without rate limiting.
   const m = await startMeterd(t, {

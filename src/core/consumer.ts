@@ -8,8 +8,17 @@ export const SIGNALS: readonly Signal[] = ['usage', 'traces', 'logs', 'metrics']
 /** Facts about the request a batch came in on, travelling with the batch. */
 export interface BatchContext {
   caller?: Caller
-  /** Idempotency-Key replay data, stored by the durable exporter in the record's transaction. */
-  idempotency?: { key: string; bodyHash: string; response: StoredResponse }
+  /**
+   * Idempotency-Key replay data, stored by the durable exporter in the records' transaction. The
+   * response is rendered there, once the store knows which records it found already stored.
+   */
+  idempotency?: { key: string; bodyHash: string; response: (duplicates: ReadonlyMap<string, string>) => StoredResponse }
+  /**
+   * Records the durable exporter found already stored under their transactionId (stored by
+   * another process after the receiver's check): record id → the id that was kept. The
+   * receiver answers with the kept id, so a 201 never carries an id that was not stored.
+   */
+  duplicates?: Map<string, string>
   receiver?: string
   /** How long the receiver dedups transactionIds; the store skips a record already stored within it. */
   dedupWindowMs?: number

@@ -33,7 +33,8 @@ export interface ListQuery {
 export interface WriteOptions {
   dedupWindowMs: number
   now: number
-  idempotency?: { account: string; key: string; entry: IdempotencyEntry }
+  /** The Idempotency-Key replay entry; its response is rendered with the ids this write kept. */
+  idempotency?: { account: string; key: string; bodyHash: string; at: number; response: (duplicates: ReadonlyMap<string, string>) => StoredResponse }
 }
 
 export interface ListResult {
@@ -122,8 +123,8 @@ export class UsageStore {
       for (const k of indexKeys(r)) this.index.put(k, null)
     }
     if (opts.idempotency) {
-      const { account, key, entry } = opts.idempotency
-      this.replay.put([account, key], entry)
+      const { account, key, bodyHash, at, response } = opts.idempotency
+      this.replay.put([account, key], { bodyHash, response: response(kept), at })
     }
     return kept
   }

@@ -50,12 +50,17 @@ export class LmdbExporter implements ConsumingComponent {
       dedupWindowMs: batch.ctx.dedupWindowMs ?? this.config.retention_hours * 3_600_000,
       now,
       idempotency: idem && batch.ctx.caller
-        ? { account: batch.ctx.caller.account, key: idem.key, entry: { bodyHash: idem.bodyHash, response: idem.response, at: now } }
+        ? { account: batch.ctx.caller.account, key: idem.key, bodyHash: idem.bodyHash, at: now, response: idem.response }
         : undefined,
     }
     // The records go in the request's write unit, after the steps of the processors before us.
     const unit = unitOf(batch, host.store)
-    unit.add(() => void host.store.usage.writeInTransaction(batch.items, opts))
+    unit.add(() => {
+      const kept = host.store.usage.writeInTransaction(batch.items, opts)
+      if (kept.size === 0) return
+      const duplicates = (batch.ctx.duplicates ??= new Map())
+      for (const [id, keptId] of kept) duplicates.set(id, keptId)
+    })
     try {
       await unit.commit()
     } catch (err) {

@@ -58,7 +58,10 @@ export class WebhookExporter implements ConsumingComponent {
     const unit = unitOf(batch, this.host!.store)
     unit.add(() => {
       const items: { config: ExportConfiguration; event: WebhookEvent }[] = []
+      // A record the store found already stored (its lmdb step ran before this one) was delivered then.
+      const duplicates = batch.ctx.duplicates
       for (const { r, configs } of wanted) {
+        if (duplicates?.has(r.id)) continue
         let event: WebhookEvent | undefined
         for (const c of configs) {
           if (!wants(c, r)) continue

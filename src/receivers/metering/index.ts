@@ -106,6 +106,8 @@ export class MeteringReceiver implements Component {
       const acks: Ack[] = []
       const records: UsageRecord[] = []
       const waits: Promise<void>[] = []
+      // Repeats of a record earlier in the same batch: they take its id once it is final (after the commit).
+      const twins: [Ack, Ack][] = []
       const seenInBatch = new Map<string, Ack>()
       const windowMs = this.config.dedup_window_hours * HOUR
 
@@ -120,7 +122,7 @@ export class MeteringReceiver implements Component {
           const k = `${caller.account}\0${kind}\0${tx}`
           const twin = seenInBatch.get(k)
           if (twin) {
-            waits.push(Promise.resolve().then(() => void (ack.id = twin.id)))
+            twins.push([ack, twin])
             continue
           }
           seenInBatch.set(k, ack)
@@ -150,11 +152,15 @@ export class MeteringReceiver implements Component {
         records.push(newRecord(ack.id, kind, body, caller, created))
       }
 
-      const response = (): string => (Array.isArray(parsed) ? `[${acks.map(ackJson).join(',')}]` : ackJson(acks[0]))
+      // Ids the store kept in place of ours (see BatchContext.duplicates) replace them in the answer.
+      const response = (duplicates?: ReadonlyMap<string, string>): string => {
+        const json = (a: Ack) => ackJson(duplicates?.has(a.id) ? { ...a, id: duplicates.get(a.id)! } : a)
+        return Array.isArray(parsed) ? `[${acks.map(json).join(',')}]` : json(acks[0])
+      }
       if (records.length) {
         const batch: Batch = { items: records, ctx: { caller, receiver: this.settings.id, dedupWindowMs: windowMs } }
-        if (replayKey !== undefined && waits.length === 0) {
-          batch.ctx.idempotency = { key: replayKey.slice(caller.account.length + 1), bodyHash, response: { status: 201, body: response() } }
+        if (replayKey !== undefined && waits.length === 0 && twins.length === 0) {
+          batch.ctx.idempotency = { key: replayKey.slice(caller.account.length + 1), bodyHash, response: (kept) => ({ status: 201, body: response(kept) }) }
         }
         try {
           await this.next.consume(batch)
@@ -168,9 +174,15 @@ export class MeteringReceiver implements Component {
           for (const o of owned) o.reject(err)
           throw apiErr
         }
-        for (const o of owned) o.resolve(o.ack.id)
+        const duplicates = batch.ctx.duplicates
+        for (const o of owned) {
+          const kept = duplicates?.get(o.ack.id)
+          if (kept !== undefined) o.ack.id = kept
+          o.resolve(o.ack.id)
+        }
       }
       await Promise.all(waits)
+      for (const [ack, twin] of twins) ack.id = twin.id
       return { status: 201, text: response(), contentType: 'application/json' }
     } finally {
       for (const s of settle) s()

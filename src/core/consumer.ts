@@ -18,7 +18,7 @@ export interface BatchContext {
    * another process after the receiver's check): record id → the id that was kept. The
    * receiver answers with the kept id, so a 201 never carries an id that was not stored.
    */
-  duplicates?: Map<string, string>
+  duplicates?: ReadonlyMap<string, string>
   receiver?: string
   /** How long the receiver dedups transactionIds; the store skips a record already stored within it. */
   dedupWindowMs?: number

@@ -72,7 +72,8 @@ export class Store {
    * more commit and fsync than its own (docs/performance.md).
    */
   durable<T>(write: Promise<T>): Promise<T> {
-    const flushed = new Promise<void>((resolve, reject) => void this.root.flushed.then(() => resolve(), reject))
+    // Called now, while `flushed` still stands for the batch that holds `write`.
+    const flushed = this.root.flushed.then(() => undefined)
     return Promise.all([write, flushed]).then(([result]) => result)
   }
 

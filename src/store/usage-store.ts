@@ -52,6 +52,8 @@ export interface ListResult {
 //   ['u', team, kind, eventTime, id]        records stored unpriced (`meterd reprice` removes the entry)
 type IndexKey = (string | number)[]
 
+const NO_DUPLICATES: ReadonlyMap<string, string> = new Map()
+
 const LOW = '' // sorts before every string
 const HIGH = '\uffff'
 
@@ -99,10 +101,11 @@ export class UsageStore {
    * Puts a batch's records, index entries and dedup/replay entries; must run inside a write
    * transaction (the lmdb exporter's WriteUnit step). Each record whose transactionId is already
    * stored within the window (by a concurrent request of another process, say) is skipped;
-   * the returned map gives, for such records, the id that was kept.
+   * the returned map gives, for such records, the id that was kept (a shared empty map when
+   * there are none, the usual case: nothing is allocated for it).
    */
-  writeInTransaction(records: UsageRecord[], opts: WriteOptions): Map<string, string> {
-    const kept = new Map<string, string>()
+  writeInTransaction(records: UsageRecord[], opts: WriteOptions): ReadonlyMap<string, string> {
+    let kept: Map<string, string> | undefined
     for (const r of records) {
       const tx = r.body.transactionId
       if (typeof tx === 'string' && tx !== '') {
@@ -112,7 +115,7 @@ export class UsageStore {
         if (!this.store.putIfAbsent(this.dedup, dk, entry)) {
           const prior = this.dedup.get(dk)
           if (prior && opts.now - prior.at < opts.dedupWindowMs && prior.id !== r.id) {
-            kept.set(r.id, prior.id)
+            ;(kept ??= new Map()).set(r.id, prior.id)
             continue
           }
           if (prior && prior.id !== r.id) this.displace(prior.id)
@@ -124,9 +127,9 @@ export class UsageStore {
     }
     if (opts.idempotency) {
       const { account, key, bodyHash, at, response } = opts.idempotency
-      this.replay.put([account, key], { bodyHash, response: response(kept), at })
+      this.replay.put([account, key], { bodyHash, response: response(kept ?? NO_DUPLICATES), at })
     }
-    return kept
+    return kept ?? NO_DUPLICATES
   }
 
   /** A record leaves the dedup table for a later one with its transactionId: it keeps an 'x' entry. */

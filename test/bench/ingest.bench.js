@@ -122,8 +122,10 @@ try {
     evenRounds.push(await paced({ url: meterd.url, rate: FIXED_RATE, request: request(meterd.key) }))
   }
   const pacedMedians = (rounds) => ({
-    ...combine(rounds),
+    rps: median(rounds.map((r) => r.rps)),
+    p50: median(rounds.map((r) => r.p50)),
     p90: median(rounds.map((r) => r.p90)),
+    p99: median(rounds.map((r) => r.p99)),
     non2xx: rounds.reduce((a, r) => a + r.non2xx, 0),
     errors: rounds.reduce((a, r) => a + r.errors, 0),
     max: Math.max(...rounds.map((r) => r.max)),

@@ -16,7 +16,7 @@ const LIST = '/profitstream/v2/api/sources/metrics/ai/completions'
 function missNextCheck(m: Meterd): void {
   const usage = m.service.store.usage
   const real = usage.findDuplicate.bind(usage)
-  usage.findDuplicate = (...args) => {
+  usage.findDuplicate = () => {
     usage.findDuplicate = real
     return undefined
   }

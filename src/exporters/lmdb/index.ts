@@ -57,9 +57,7 @@ export class LmdbExporter implements ConsumingComponent {
     const unit = unitOf(batch, host.store)
     unit.add(() => {
       const kept = host.store.usage.writeInTransaction(batch.items, opts)
-      if (kept.size === 0) return
-      const duplicates = (batch.ctx.duplicates ??= new Map())
-      for (const [id, keptId] of kept) duplicates.set(id, keptId)
+      if (kept.size > 0) batch.ctx.duplicates = kept
     })
     try {
       await unit.commit()

@@ -153,10 +153,10 @@ export class MeteringReceiver implements Component {
       }
 
       // Ids the store kept in place of ours (see BatchContext.duplicates) replace them in the answer.
-      const response = (duplicates?: ReadonlyMap<string, string>): string => {
-        const json = (a: Ack) => ackJson(duplicates?.has(a.id) ? { ...a, id: duplicates.get(a.id)! } : a)
-        return Array.isArray(parsed) ? `[${acks.map(json).join(',')}]` : json(acks[0])
-      }
+      const response = (duplicates?: ReadonlyMap<string, string>): string =>
+        Array.isArray(parsed)
+          ? `[${acks.map((a) => ackJson(a, duplicates?.get(a.id))).join(',')}]`
+          : ackJson(acks[0], duplicates?.get(acks[0].id))
       if (records.length) {
         const batch: Batch = { items: records, ctx: { caller, receiver: this.settings.id, dedupWindowMs: windowMs } }
         if (replayKey !== undefined && waits.length === 0 && twins.length === 0) {
@@ -201,8 +201,8 @@ const mismatch = (): ApiError =>
  * path): every value is meterd's own, none needs escaping (ids are base32, the signature hex, the
  * label a constant, created an ISO time).
  */
-function ackJson(a: Ack): string {
-  return `{"id":"${a.id}","resourceType":"${a.resourceType}","label":"${a.label}","signature":"${a.signature}","created":"${a.created}"}`
+function ackJson(a: Ack, id = a.id): string {
+  return `{"id":"${id}","resourceType":"${a.resourceType}","label":"${a.label}","signature":"${a.signature}","created":"${a.created}"}`
 }
 
 // toISOString costs about a microsecond; requests of the same millisecond share one.

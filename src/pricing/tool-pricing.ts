@@ -27,6 +27,14 @@ function dimension(r: ToolRecord, d: ScopeDimension): string {
   }
 }
 
+// A processor's scope list is fixed: its joined spelling is built once, not per event.
+const shapes = new WeakMap<readonly ScopeDimension[], string>()
+function scopeShape(scope: readonly ScopeDimension[]): string {
+  let shape = shapes.get(scope)
+  if (shape === undefined) shapes.set(scope, (shape = scope.join(',')))
+  return shape
+}
+
 /** What an event adds to its tool's period aggregates: scope + period key, the elements, the values. */
 export function toolCharge(r: ToolRecord, tool: Tool, o: ToolPricingOptions): ToolCharge {
   const tx = r.body.transactionId
@@ -34,7 +42,7 @@ export function toolCharge(r: ToolRecord, tool: Tool, o: ToolPricingOptions): To
     recordId: r.id,
     transaction: typeof tx === 'string' && tx !== '' ? { account: r.caller.account, id: tx } : undefined,
     // The scope's own shape leads the key, so changing `scope` starts new aggregates, never mixes them.
-    scope: [o.scope.join(','), ...o.scope.map((d) => dimension(r, d)), tool.toolId, periodOf(r.eventTime, o.billingPeriod)],
+    scope: [scopeShape(o.scope), ...o.scope.map((d) => dimension(r, d)), tool.toolId, periodOf(r.eventTime, o.billingPeriod)],
     elements: tool.pricing.elements,
     usageMetadata: r.body.usageMetadata ?? undefined,
   }
@@ -52,8 +60,12 @@ export function toolCost(r: ToolRecord, tool: Tool, applied: Applied): Cost {
 
 /** Σ parts, exact: in BigInt for money strings (always, as the aggregates write them), else in Decimal. */
 function sumOfParts(parts: Record<string, string>): string {
+  const values = Object.values(parts)
+  // One element (the usual tool): its part is the total. Parts are money strings as `money` and
+  // `moneyOfUnits` write them (an element step's, or a stored record's), so no respelling is needed.
+  if (values.length === 1) return values[0]
   let units = 0n
-  for (const v of Object.values(parts)) {
+  for (const v of values) {
     const u = unitsOfMoney(v)
     if (u === null) return money(Object.values(parts).reduce((t, p) => t.plus(p), ZERO))
     units += u

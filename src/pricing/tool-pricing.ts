@@ -67,7 +67,7 @@ function sumOfParts(parts: Record<string, string>): string {
   let units = 0n
   for (const v of values) {
     const u = unitsOfMoney(v)
-    if (u === null) return money(Object.values(parts).reduce((t, p) => t.plus(p), ZERO))
+    if (u === null) return money(values.reduce((t, p) => t.plus(p), ZERO))
     units += u
   }
   return moneyOfUnits(units)

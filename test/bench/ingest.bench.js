@@ -163,7 +163,7 @@ try {
   // Reported, not checked against the target: autocannon's overallRate is not a rate of 1,000
   // req/s but a burst of 1,000 requests over 50 closed-loop connections once a second (see above),
   // whose p99 is that of 50 connections at full speed. The paced run is 1,000 req/s.
-  line(`p99 of 1000-request bursts`, `${fixed.p99} ms (autocannon overallRate: 50 connections at full speed each second until the quota is sent; no target)`)
+  line(`p99 of ${FIXED_RATE}-request bursts`, `${fixed.p99} ms (autocannon overallRate: 50 connections at full speed each second until the quota is sent; no target)`)
   line('idle RSS', `${fmt(idle, 1)} MiB after 12 s idle, ${fmt(justStarted, 1)} MiB 1 s after start (target ≤ 80 MiB) ${check('idle RSS', idle <= 80)}`)
   const parts = rssParts(meterd.pid)
   line('RSS under load (peak)', `${fmt(Math.max(loadRss, fixedPeak), 1)} MiB; after the runs ${fmt(parts.anon, 1)} MiB anonymous (heap, buffers) + ${fmt(parts.file, 1)} MiB file-backed (mostly LMDB's mapped data file, which grows with the data)`)

@@ -182,12 +182,15 @@ export function cannon(opts) {
  * answer cannot hide the requests queued behind it (no coordinated omission). autocannon's
  * `overallRate` instead sends each connection's quota for a second back to back at the start
  * of that second, which measures burst latency. `request()` returns { path, method, headers, body }.
- * Resolves to { sent, ok, non2xx, errors, rps, p50, p90, p99, max } (latencies in ms).
+ * Resolves to { sent, ok, non2xx, errors, rps, p50, p90, p99, max, lateP99 } (in ms). `lateP99`
+ * is how late this process sent its requests (p99 of send time − scheduled time): the
+ * latency the load generator's own wake-ups add on this machine, which no server can remove.
  */
 export async function paced({ url, rate, seconds = BENCH_SECONDS, connections = 64, request }) {
   const { Pool } = await import('undici')
   const pool = new Pool(url, { connections, pipelining: 1 })
   const latencies = []
+  const lateness = []
   let ok = 0
   let non2xx = 0
   let errors = 0
@@ -196,6 +199,7 @@ export async function paced({ url, rate, seconds = BENCH_SECONDS, connections = 
   const start = performance.now()
   const inflight = []
   const fire = (due) => {
+    lateness.push(performance.now() - due)
     const r = request()
     const p = pool
       .request({ method: r.method ?? 'POST', path: r.path, headers: r.headers, body: r.body })
@@ -221,9 +225,11 @@ export async function paced({ url, rate, seconds = BENCH_SECONDS, connections = 
   await Promise.all(inflight)
   const elapsed = (performance.now() - start) / 1000
   await pool.close()
+  const percentile = (xs, p) => (xs.length ? xs[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)] : NaN)
   latencies.sort((a, b) => a - b)
-  const q = (p) => (latencies.length ? latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)] : NaN)
-  return { sent, ok, non2xx, errors, rps: sent / elapsed, p50: q(50), p90: q(90), p99: q(99), max: latencies[latencies.length - 1] ?? NaN }
+  lateness.sort((a, b) => a - b)
+  const q = (p) => percentile(latencies, p)
+  return { sent, ok, non2xx, errors, rps: sent / elapsed, p50: q(50), p90: q(90), p99: q(99), max: latencies[latencies.length - 1] ?? NaN, lateP99: percentile(lateness, 99) }
 }
 
 /** The figures every bench prints, from an autocannon result. */

@@ -40,7 +40,13 @@ export class Service implements Host {
     this.registry = t.registry
     this.server = opts.config.server
     this.clock = opts.now ?? Date.now
-    this.store = new Store({ path: opts.config.storage.path, maxSizeMb: opts.config.storage.max_size_mb })
+    const storage = opts.config.storage
+    this.store = new Store({
+      path: storage.path,
+      maxSizeMb: storage.max_size_mb,
+      preallocateMb: storage.preallocate_mb,
+      onPreallocateError: (err) => this.logger.warn({ err }, 'could not write space ahead in the data file; trying again in a minute'),
+    })
     this.http = new HttpServer({
       apiPrefix: this.server.api_prefix,
       maxBodyBytes: this.server.max_body_bytes,

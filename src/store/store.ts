@@ -1,5 +1,7 @@
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
 import { open, type Database, type RootDatabase } from 'lmdb'
+import { aheadOfData, Preallocator } from './preallocate.js'
 import { UsageStore } from './usage-store.js'
 import { WriteUnit } from './write-unit.js'
 
@@ -8,6 +10,10 @@ const NO_OVERWRITE = { noOverwrite: true } as any // lmdb-js's put options; its 
 export interface StoreOptions {
   path: string
   maxSizeMb?: number
+  /** MiB kept written ahead of the data in the data file (src/store/preallocate.ts); 0 or absent: none. */
+  preallocateMb?: number
+  /** Told when writing ahead fails (it pauses and tries again later; nothing else is affected). */
+  onPreallocateError?: (err: unknown) => void
 }
 
 /**
@@ -20,19 +26,38 @@ export class Store {
   readonly root: RootDatabase
   readonly usage: UsageStore
   private readonly dbs = new Map<string, Database<any, any>>()
+  private readonly preallocator?: Preallocator
   private closed = false
 
   constructor(readonly opts: StoreOptions) {
     mkdirSync(opts.path, { recursive: true })
+    const mapSize = (opts.maxSizeMb ?? 16384) * 1024 * 1024
     this.root = open({
       path: opts.path,
       maxDbs: 64,
-      mapSize: (opts.maxSizeMb ?? 16384) * 1024 * 1024,
+      mapSize,
       // Commits are flushed after they are visible (overlappingSync, lmdb-js's default on
       // Linux); durable() waits for the flush, so nothing is acknowledged before fsync.
       overlappingSync: true,
     })
     this.usage = new UsageStore(this)
+    if (opts.preallocateMb) {
+      this.preallocator = new Preallocator(this.root, opts.path, {
+        bytes: opts.preallocateMb * 1024 * 1024,
+        maxFileBytes: mapSize,
+        onError: opts.onPreallocateError ?? (() => {}),
+      })
+    }
+  }
+
+  /** Bytes of the data file past LMDB's last page: the space written ahead. */
+  preallocated(): number {
+    return aheadOfData(this.root, statSync(join(this.opts.path, 'data.mdb')).size)
+  }
+
+  /** Tops up the space written ahead now, instead of at the next check (tests). */
+  preallocate(): Promise<void> {
+    return this.preallocator?.check() ?? Promise.resolve()
   }
 
   /** A named database; keys and values use lmdb-js's ordered-binary and msgpack encodings. */
@@ -80,6 +105,7 @@ export class Store {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
+    this.preallocator?.close()
     await this.root.flushed
     await this.root.close()
   }

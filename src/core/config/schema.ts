@@ -27,6 +27,12 @@ export const StorageSchema = Type.Object(
   {
     path: Type.String({ default: './data', description: 'Directory of the LMDB environment' }),
     max_size_mb: Type.Integer({ default: 16384, minimum: 16, description: 'Upper bound of the memory map (the file grows as needed)' }),
+    preallocate_mb: Type.Integer({
+      default: 8,
+      minimum: 0,
+      maximum: 1024,
+      description: 'Space kept written (with zeros) ahead of the data in the data file, so that a commit flushes its pages and no file-system metadata; 0 turns it off (nothing to gain on btrfs or ZFS)',
+    }),
   },
   { additionalProperties: false, default: {} },
 )

@@ -1,0 +1,93 @@
+import t from 'tap'
+import { statSync } from 'node:fs'
+import { join } from 'node:path'
+import { Store, type StoreOptions } from '../../src/store/store.js'
+import { completion } from '../fixtures/wire-examples.js'
+import { ADMIN_KEY, call, removeDir, startMeterd, tempDir } from '../helpers/meterd.js'
+
+const MiB = 1024 * 1024
+
+function openStore(t: { teardown(fn: () => unknown): void }, opts: Omit<StoreOptions, 'path'> = {}): { store: Store; dir: string } {
+  const dir = tempDir('meterd-prealloc-')
+  const store = new Store({ path: dir, ...opts })
+  t.teardown(async () => {
+    await store.close()
+    removeDir(dir)
+  })
+  return { store, dir }
+}
+
+/** A value of `bytes` whose content depends on `i`, so a page zeroed by mistake cannot pass for it. */
+function value(i: number, bytes: number): string {
+  const unit = `record ${i} `
+  return unit.repeat(Math.ceil(bytes / unit.length)).slice(0, bytes)
+}
+
+t.test('the data file is kept written ahead of the data while it grows, and every value survives', async (t) => {
+  const { store, dir } = openStore(t, { preallocateMb: 1 })
+  await store.preallocate()
+  t.ok(store.preallocated() >= MiB / 2, `space is written ahead at once (${store.preallocated()} bytes)`)
+
+  // About 8 MiB of values: the file outgrows what was written ahead several times over, and
+  // top-ups queued alongside the writes run in the same lmdb-js batches as they do.
+  const db = store.db<number, string>('prealloc-test')
+  const sizes = [300, 3000, 9000, 40_000]
+  const writes: Promise<unknown>[] = []
+  for (let i = 0; i < 600; i++) {
+    const unit = store.unit()
+    unit.add(() => void db.put(i, value(i, sizes[i % sizes.length])))
+    writes.push(unit.commit())
+    if (i % 25 === 0) writes.push(store.preallocate())
+  }
+  await Promise.all(writes)
+  await store.preallocate()
+  const ahead = store.preallocated()
+  t.ok(ahead >= MiB / 2 && ahead <= MiB, `after growing, between half and all of 1 MiB is written ahead (${ahead} bytes)`)
+  t.ok(statSync(join(dir, 'data.mdb')).size > 8 * MiB, 'the file grew past several top-ups')
+
+  let wrong = 0
+  for (let i = 0; i < 600; i++) if (db.get(i) !== value(i, sizes[i % sizes.length])) wrong++
+  t.equal(wrong, 0, 'every value reads back as written')
+
+  // And from disk, in a fresh environment.
+  await store.close()
+  const again = new Store({ path: dir })
+  const db2 = again.db<number, string>('prealloc-test')
+  wrong = 0
+  for (let i = 0; i < 600; i++) if (db2.get(i) !== value(i, sizes[i % sizes.length])) wrong++
+  t.equal(wrong, 0, 'every value reads back after the environment is reopened')
+  const unit = again.unit()
+  unit.add(() => void db2.put(600, 'after reopen'))
+  await unit.commit()
+  t.equal(db2.get(600), 'after reopen', 'and the reopened file takes new writes in the space written ahead')
+  await again.close()
+})
+
+t.test('without preallocation nothing is written past the data', async (t) => {
+  const { store } = openStore(t)
+  const db = store.db<number, string>('prealloc-test')
+  for (let i = 0; i < 50; i++) await db.put(i, value(i, 5000))
+  await store.preallocate()
+  t.equal(store.preallocated(), 0, 'the file ends at LMDB\'s last page')
+})
+
+t.test('the file never grows past the map size for the space written ahead', async (t) => {
+  const { store, dir } = openStore(t, { maxSizeMb: 16, preallocateMb: 64 })
+  await store.preallocate()
+  t.equal(statSync(join(dir, 'data.mdb')).size, 16 * MiB, 'stops at the 16 MiB map: LMDB could not use more')
+})
+
+t.test('the daemon writes storage.preallocate_mb ahead (8 MiB by default) and stores records in it', async (t) => {
+  const m = await startMeterd(t)
+  await m.service.store.preallocate()
+  const ahead = m.service.store.preallocated()
+  t.ok(ahead >= 4 * MiB && ahead <= 8 * MiB, `between 4 and 8 MiB ahead (${ahead} bytes)`)
+  const res = await call(`${m.url}/meter/v2/ai/completions`, { key: ADMIN_KEY, body: completion() })
+  t.equal(res.status, 201, 'the record is stored')
+  const back = await call(`${m.url}/profitstream/v2/api/sources/metrics/ai/completions?size=5`, { key: ADMIN_KEY })
+  t.equal(back.status, 200)
+  t.equal(back.body._embedded.aICompletionMetricResourceList.length, 1, 'the record reads back')
+
+  const off = await startMeterd(t, { config: { storage: { preallocate_mb: 0 } } })
+  t.equal(off.service.store.preallocated(), 0, 'preallocate_mb: 0 writes nothing ahead')
+})

@@ -34,7 +34,8 @@ function lastPageEnd(root: RootDatabase): number {
  * LMDB grows its file at the end (about 0.7 pages per commit under ingest). A commit that
  * extends the file makes its `fdatasync` write file-system metadata too (the new blocks and the
  * size) besides the data; a commit whose pages fall in blocks already written does not. On the
- * development VM that made the p99 of a single-record commit 35–55% lower (docs/performance.md).
+ * development VM a single-record commit issues 0.3–0.9 fewer device writes, and its p99 was
+ * 35–55% lower while the host was busy (docs/performance.md).
  * On a copy-on-write file system (btrfs, ZFS) every write allocates anyway, and `bytes: 0`
  * (`storage.preallocate_mb: 0`) turns this off.
  *

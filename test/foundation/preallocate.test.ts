@@ -1,6 +1,8 @@
 import t from 'tap'
+import { spawnSync } from 'node:child_process'
 import { statSync } from 'node:fs'
 import { join } from 'node:path'
+import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { Store, type StoreOptions } from '../../src/store/store.js'
 import { completion } from '../fixtures/wire-examples.js'
 import { ADMIN_KEY, call, removeDir, startMeterd, tempDir } from '../helpers/meterd.js'
@@ -77,6 +79,35 @@ t.test('the file never grows past the map size for the space written ahead', asy
   t.equal(statSync(join(dir, 'data.mdb')).size, 16 * MiB, 'stops at the 16 MiB map: LMDB could not use more')
 })
 
+t.test('when the space cannot be written (file size limit), the store says so, gives it back and keeps storing', async (t) => {
+  // A real write failure: the child runs under `ulimit -f` (2 MiB), below the 8 MiB it is asked
+  // to write ahead. Node ignores SIGXFSZ, so the write fails with EFBIG instead of killing it. (The
+  // test runner's hooks, which it injects into every child, catch that signal and re-raise it
+  // when theirs is the only listener; the child adds one of its own.)
+  const dir = tempDir('meterd-prealloc-limit-')
+  t.teardown(() => removeDir(dir))
+  const script = `
+    import { Store } from ${JSON.stringify(join(PACKAGE_ROOT, 'dist', 'src', 'store', 'store.js'))}
+    process.on('SIGXFSZ', () => {})
+    const errors = []
+    const store = new Store({ path: ${JSON.stringify(dir)}, preallocateMb: 8, onPreallocateError: (err) => errors.push(err.code) })
+    await store.preallocate()
+    const ahead = store.preallocated()
+    const db = store.db('limit-test')
+    for (let i = 0; i < 20; i++) { const unit = store.unit(); unit.add(() => void db.put(i, 'value ' + i)); await unit.commit() }
+    let back = 0
+    for (let i = 0; i < 20; i++) if (db.get(i) === 'value ' + i) back++
+    await store.close()
+    console.log(JSON.stringify({ errors, ahead, back }))
+  `
+  const r = spawnSync('bash', ['-c', `ulimit -f 2048 && exec "${process.execPath}" --input-type=module -e "$0"`, script], { encoding: 'utf8', timeout: 30_000 })
+  t.equal(r.status, 0, 'the process carries on', { signal: r.signal, stderr: r.stderr })
+  const out = JSON.parse(r.stdout.trim().split('\n').at(-1) ?? '{}')
+  t.same(out.errors, ['EFBIG'], 'the failure is reported once (then it waits a minute before trying again)')
+  t.equal(out.ahead, 0, 'the part it managed to write is given back')
+  t.equal(out.back, 20, 'records are still stored and read back')
+})
+
 t.test('the daemon writes storage.preallocate_mb ahead (8 MiB by default) and stores records in it', async (t) => {
   const m = await startMeterd(t)
   await m.service.store.preallocate()
@@ -85,7 +116,7 @@ t.test('the daemon writes storage.preallocate_mb ahead (8 MiB by default) and st
   const res = await call(`${m.url}/meter/v2/ai/completions`, { key: ADMIN_KEY, body: completion() })
   t.equal(res.status, 201, 'the record is stored')
   const back = await call(`${m.url}/profitstream/v2/api/sources/metrics/ai/completions?size=5`, { key: ADMIN_KEY })
-  t.equal(back.status, 200)
+  t.equal(back.status, 200, 'the list answers')
   t.equal(back.body._embedded.aICompletionMetricResourceList.length, 1, 'the record reads back')
 
   const off = await startMeterd(t, { config: { storage: { preallocate_mb: 0 } } })

@@ -2,7 +2,7 @@ import { closeSync, fstatSync, ftruncateSync, openSync, writeSync } from 'node:f
 import { join } from 'node:path'
 import type { RootDatabase } from 'lmdb'
 
-/** How often the space written ahead is checked. */
+/** The space written ahead is checked after a commit at most this often. */
 const CHECK_MS = 100
 /** After a failed extension (a full disk, say), how long before the next try. */
 const BACKOFF_MS = 60_000
@@ -47,7 +47,7 @@ function lastPageEnd(root: RootDatabase): number {
  */
 export class Preallocator {
   private readonly fd: number
-  private readonly timer: NodeJS.Timeout
+  private lastCheck = 0
   /** The extension queued and not yet run, if any. */
   private pending?: Promise<void>
   private pausedUntil = 0
@@ -60,8 +60,18 @@ export class Preallocator {
     private readonly opts: PreallocateOptions,
   ) {
     this.fd = openSync(join(path, 'data.mdb'), 'r+')
-    this.timer = setInterval(() => this.check(), CHECK_MS).unref()
     this.check()
+  }
+
+  /**
+   * Called for every durable write (Store.durable): the file only grows when something is
+   * written, so checking then, at most every CHECK_MS, keeps up without waking an idle daemon.
+   */
+  written(): void {
+    const now = performance.now()
+    if (now - this.lastCheck < CHECK_MS) return
+    this.lastCheck = now
+    void this.check()
   }
 
   /** Queues an extension when less than half of the space ahead is left; resolves once it ran. */
@@ -104,11 +114,10 @@ export class Preallocator {
     this.opts.onError(err)
   }
 
-  /** Stops checking; the zeros already written stay (LMDB uses them after a restart too). */
+  /** Stops; the zeros already written stay (LMDB uses them after a restart too). */
   close(): void {
     if (this.closed) return
     this.closed = true
-    clearInterval(this.timer)
     closeSync(this.fd)
   }
 }

@@ -99,6 +99,7 @@ export class Store {
   durable<T>(write: Promise<T>): Promise<T> {
     // Called now, while `flushed` still stands for the batch that holds `write`.
     const flushed = this.root.flushed.then(() => undefined)
+    this.preallocator?.written()
     return Promise.all([write, flushed]).then(([result]) => result)
   }
 

@@ -65,6 +65,24 @@ t.test('the data file is kept written ahead of the data while it grows, and ever
   await again.close()
 })
 
+t.test('writes alone keep the space topped up: LMDB never has to grow the file itself', async (t) => {
+  const { store, dir } = openStore(t, { preallocateMb: 1 })
+  await store.preallocate()
+  const first = statSync(join(dir, 'data.mdb')).size
+  const db = store.db<number, string>('prealloc-test')
+  // About 2 MiB of values over about 1.5 s: twice what was written ahead at the start.
+  let lowest = Infinity
+  for (let i = 0; i < 50; i++) {
+    const unit = store.unit()
+    unit.add(() => void db.put(i, value(i, 40_000)))
+    await unit.commit()
+    lowest = Math.min(lowest, store.preallocated())
+    await new Promise((r) => setTimeout(r, 30))
+  }
+  t.ok(statSync(join(dir, 'data.mdb')).size >= first + MiB, 'the space was topped up as the data grew')
+  t.ok(lowest > 0, `after every commit some space was still written ahead (at least ${lowest} bytes)`)
+})
+
 t.test('without preallocation nothing is written past the data', async (t) => {
   const { store } = openStore(t)
   const db = store.db<number, string>('prealloc-test')

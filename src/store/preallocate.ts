@@ -77,7 +77,7 @@ export class Preallocator {
   /** Queues an extension when less than half of the space ahead is left; resolves once it ran. */
   check(): Promise<void> {
     if (this.pending) return this.pending
-    if (this.closed || Date.now() < this.pausedUntil) return Promise.resolve()
+    if (this.closed || performance.now() < this.pausedUntil) return Promise.resolve()
     let headroom: number
     try {
       headroom = aheadOfData(this.root, fstatSync(this.fd).size)
@@ -110,7 +110,7 @@ export class Preallocator {
   }
 
   private fail(err: unknown): void {
-    this.pausedUntil = Date.now() + BACKOFF_MS
+    this.pausedUntil = performance.now() + BACKOFF_MS
     this.opts.onError(err)
   }
 

@@ -1,17 +1,26 @@
-import { closeSync, fstatSync, ftruncateSync, openSync, writeSync } from 'node:fs'
+import { closeSync, fdatasync, fstat, fstatSync, openSync, write } from 'node:fs'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import type { RootDatabase } from 'lmdb'
 
 /** The space written ahead is checked after a commit at most this often. */
 const CHECK_MS = 100
 /** After a failed extension (a full disk, say), how long before the next try. */
 const BACKOFF_MS = 60_000
-const ZEROS = 1 << 20
+/**
+ * Zeros are appended and flushed this much at a time: a commit whose flush runs while a step is
+ * still unflushed carries at most this much of it (docs/performance.md).
+ */
+export const STEP_BYTES = 256 * 1024
+
+const writeAsync = promisify(write)
+const fdatasyncAsync = promisify(fdatasync)
+const fstatAsync = promisify(fstat)
 
 export interface PreallocateOptions {
   /** Bytes to keep written ahead of the data; refilled when less than half is left. */
   bytes: number
-  /** The file never grows past this (LMDB's map size: it could not use more). */
+  /** The file is not extended past this (LMDB's map size: it could not use more). */
   maxFileBytes: number
   /** Called when an extension fails; preallocation pauses for a minute and tries again. */
   onError: (err: unknown) => void
@@ -39,28 +48,34 @@ function lastPageEnd(root: RootDatabase): number {
  * On a copy-on-write file system (btrfs, ZFS) every write allocates anyway, and `bytes: 0`
  * (`storage.preallocate_mb: 0`) turns this off.
  *
- * Safety: zeros are written only at or past the file's size, and only inside an LMDB write
- * transaction. While it is open no other writer (thread or process) can write, LMDB has written
- * every page it ever committed or spilled (so all of them lie below that size), and the pages of
- * the open transaction are written at its commit, after the zeros. LMDB reads nothing past its
- * last page, so the zeros are never read; after a crash they are simply still there.
+ * The zeros go through the libuv thread pool in steps of STEP_BYTES, each appended and then
+ * flushed on its own, outside LMDB's transactions: the event loop never waits for them, and no
+ * commit has megabytes of zeros to flush with its own pages.
+ *
+ * Safety: the descriptor is opened with O_APPEND, so each step lands at the end of the file as
+ * it is at that instant, atomically: POSIX allows no other change to the file between placing
+ * the offset and the write (Linux holds the inode's lock across both). Every page LMDB, or any
+ * other process, has written lies below that end, so zeros never cover data; a page LMDB
+ * writes later may cover zeros, which is what they are for. LMDB reads nothing past its last
+ * page, so the zeros are never read; after a crash they are simply still there. For the same
+ * reason a failed step is not truncated away: another writer may have written past it since.
  */
 export class Preallocator {
   private readonly fd: number
   private lastCheck = 0
-  /** The extension queued and not yet run, if any. */
-  private pending?: Promise<void>
+  /** The fill under way, if any. */
+  private filling?: Promise<void>
   private pausedUntil = 0
   private closed = false
-  private zeros?: Buffer
+  private readonly zeros = Buffer.alloc(STEP_BYTES)
 
   constructor(
     private readonly root: RootDatabase,
     path: string,
     private readonly opts: PreallocateOptions,
   ) {
-    this.fd = openSync(join(path, 'data.mdb'), 'r+')
-    this.check()
+    this.fd = openSync(join(path, 'data.mdb'), 'a')
+    void this.check()
   }
 
   /**
@@ -74,37 +89,30 @@ export class Preallocator {
     void this.check()
   }
 
-  /** Queues an extension when less than half of the space ahead is left; resolves once it ran. */
+  /** Starts a fill when less than half of the space ahead is left; resolves once it is done. */
   check(): Promise<void> {
-    if (this.pending) return this.pending
+    if (this.filling) return this.filling
     if (this.closed || performance.now() < this.pausedUntil) return Promise.resolve()
-    let headroom: number
     try {
-      headroom = aheadOfData(this.root, fstatSync(this.fd).size)
+      if (aheadOfData(this.root, fstatSync(this.fd).size) >= this.opts.bytes / 2) return Promise.resolve()
     } catch (err) {
-      return Promise.resolve(this.fail(err))
+      this.fail(err)
+      return Promise.resolve()
     }
-    if (headroom >= this.opts.bytes / 2) return Promise.resolve()
-    return (this.pending = this.root
-      .transaction(() => this.extend())
-      .catch((err) => this.fail(err))
-      .finally(() => (this.pending = undefined)))
+    return (this.filling = this.fill().finally(() => (this.filling = undefined)))
   }
 
-  /** Runs inside a write transaction (see the class comment): zeros from the file's end on. */
-  private extend(): void {
-    if (this.closed) return
-    const size = fstatSync(this.fd).size
-    const target = Math.min(lastPageEnd(this.root) + this.opts.bytes, this.opts.maxFileBytes)
-    const zeros = (this.zeros ??= Buffer.alloc(ZEROS))
-    let at = size
+  /** Appends zeros, a flushed step at a time, until `bytes` lie past LMDB's last page. */
+  private async fill(): Promise<void> {
     try {
-      while (at < target) at += writeSync(this.fd, zeros, 0, Math.min(zeros.length, target - at), at)
+      while (!this.closed) {
+        const size = (await fstatAsync(this.fd)).size
+        const target = Math.min(lastPageEnd(this.root) + this.opts.bytes, this.opts.maxFileBytes)
+        if (size >= target) return
+        await writeAsync(this.fd, this.zeros, 0, Math.min(STEP_BYTES, target - size), null)
+        await fdatasyncAsync(this.fd)
+      }
     } catch (err) {
-      // Give the space back (it is all past what LMDB has written) rather than hold a part of it.
-      try {
-        ftruncateSync(this.fd, size)
-      } catch {}
       this.fail(err)
     }
   }
@@ -114,10 +122,11 @@ export class Preallocator {
     this.opts.onError(err)
   }
 
-  /** Stops; the zeros already written stay (LMDB uses them after a restart too). */
-  close(): void {
+  /** Stops once the step under way is done; the zeros already written stay (LMDB uses them after a restart too). */
+  async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
+    await this.filling
     closeSync(this.fd)
   }
 }

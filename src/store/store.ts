@@ -106,7 +106,7 @@ export class Store {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    this.preallocator?.close()
+    await this.preallocator?.close()
     await this.root.flushed
     await this.root.close()
   }

@@ -31,7 +31,7 @@ export const StorageSchema = Type.Object(
       default: 8,
       minimum: 0,
       maximum: 1024,
-      description: 'Space kept written (with zeros) ahead of the data in the data file, so that a commit flushes its pages and no file-system metadata; 0 turns it off (nothing to gain on btrfs or ZFS)',
+      description: 'Space kept written (with zeros, in the background) ahead of the data in the data file, so that a commit flushes its pages and no file-system metadata; 0 turns it off (nothing to gain on btrfs or ZFS)',
     }),
   },
   { additionalProperties: false, default: {} },

@@ -6,7 +6,9 @@
  *
  * Targets: meterd req/s ≥ 0.5 × bare; p99 ≤ 10 ms at a fixed 1,000 req/s (evenly paced, open
  * loop, in ROUNDS rounds alternating with the bare server, whose p99 shows what the machine adds
- * by itself); idle RSS ≤ 80 MiB. autocannon's overallRate of 1,000 is also run and its p99
+ * by itself, and with two servers that answer after a flush as meterd does: one that appends
+ * the body to a file and calls fdatasync, one that puts it with lmdb-js; theirs show what
+ * durability adds on this machine); idle RSS ≤ 80 MiB. autocannon's overallRate of 1,000 is also run and its p99
  * printed, without a target: it sends each second's 1,000 requests back to back on 50
  * connections, so it measures bursts at full speed, not a rate of 1,000 req/s.
  * Every request carries a fresh transactionId, so none is answered from the dedup index.
@@ -20,6 +22,9 @@
  * with the result.
  * Run: `npm run bench -- ingest` (BENCH_SECONDS=n changes the length of each measured run).
  */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { BENCH_SECONDS, cannon, check, cpuSeconds, fmt, header, line, median, missed, paced, ratioLine, rssMiB, rssParts, sampleRss, spawnMeterd, spawnScript, stealMeter, summarize, bodyTemplate, freshTransactions } from './lib.js'
 
 const PATH = '/meter/v2/ai/completions'
@@ -47,6 +52,65 @@ createServer((req, res) => {
     const out = JSON.stringify({ id: randomUUID(), resourceType: 'metering', label: 'AI Completion', signature: String(body.transactionId), created: new Date().toISOString() })
     res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) })
     res.end(out)
+  })
+}).listen(Number(process.env.PORT), '127.0.0.1')
+`
+
+// Two more baselines for the paced rounds only, both answering after their write is on disk as
+// meterd does: what any durable server pays on this machine (its latency is the disk's and the
+// thread pool's), and the least an lmdb-js server can do (one put per request in a transaction,
+// then the flush), which is meterd's storage engine without meterd.
+const FSYNC_SERVER = `
+import { createServer } from 'node:http'
+import { fdatasync, openSync, writeSync } from 'node:fs'
+const fd = openSync(process.env.FILE, 'a')
+let waiting = []
+let syncing = false
+// One flush covers every body written before it started; the ones written during it wait for the next.
+function flush() {
+  if (syncing || waiting.length === 0) return
+  syncing = true
+  const batch = waiting
+  waiting = []
+  fdatasync(fd, () => { syncing = false; for (const done of batch) done(); flush() })
+}
+createServer((req, res) => {
+  if (req.method !== 'POST') { res.writeHead(200); return res.end('ok') }
+  const chunks = []
+  req.on('data', (c) => chunks.push(c))
+  req.on('end', () => {
+    const buf = Buffer.concat(chunks)
+    let body
+    try { body = JSON.parse(buf.toString('utf8')) } catch { res.writeHead(400); return res.end() }
+    writeSync(fd, buf)
+    waiting.push(() => {
+      const out = JSON.stringify({ signature: String(body.transactionId), created: new Date().toISOString() })
+      res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) })
+      res.end(out)
+    })
+    flush()
+  })
+}).listen(Number(process.env.PORT), '127.0.0.1')
+`
+const LMDB_SERVER = `
+import { createServer } from 'node:http'
+import { randomUUID } from 'node:crypto'
+import { open } from 'lmdb'
+const root = open({ path: process.env.DIR, overlappingSync: true })
+createServer((req, res) => {
+  if (req.method !== 'POST') { res.writeHead(200); return res.end('ok') }
+  const chunks = []
+  req.on('data', (c) => chunks.push(c))
+  req.on('end', () => {
+    let body
+    try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')) } catch { res.writeHead(400); return res.end() }
+    const id = randomUUID()
+    const written = root.transaction(() => { root.put(id, body) })
+    Promise.all([written, root.flushed]).then(() => {
+      const out = JSON.stringify({ id, signature: String(body.transactionId), created: new Date().toISOString() })
+      res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) })
+      res.end(out)
+    })
   })
 }).listen(Number(process.env.PORT), '127.0.0.1')
 `
@@ -87,6 +151,9 @@ function combine(rounds) {
 
 const bare = await spawnScript(BARE_SERVER)
 const meterd = await spawnMeterd({ config: MEASURED_CONFIG })
+const scratch = mkdtempSync(join(tmpdir(), 'meterd-bench-durable-'))
+const fsyncServer = await spawnScript(FSYNC_SERVER, { env: { FILE: join(scratch, 'bodies.log') } })
+const lmdbServer = await spawnScript(LMDB_SERVER, { env: { DIR: join(scratch, 'lmdb') } })
 try {
   await new Promise((r) => setTimeout(r, 1000))
   const justStarted = rssMiB(meterd.pid)
@@ -132,12 +199,22 @@ try {
   // with the bare server: its p99 at this rate is what this machine adds by itself (an idle
   // vCPU of this VM can wake milliseconds late), printed beside meterd's.
   const request = (key) => () => setupRequest({ method: 'POST', path: PATH, headers: { 'content-type': 'application/json', 'x-api-key': key } })
-  const evenRounds = []
-  const bareEvenRounds = []
+  // The durable baselines take the same rounds; the order turns each round, so that no server
+  // always runs right after the same one.
+  const evenSides = [
+    { server: bare, key: '-', rounds: [] },
+    { server: fsyncServer, key: '-', rounds: [] },
+    { server: lmdbServer, key: '-', rounds: [] },
+    { server: meterd, key: meterd.key, rounds: [] },
+  ]
+  for (const side of evenSides.slice(1, 3)) await paced({ url: side.server.url, rate: FIXED_RATE, seconds: 1, request: request(side.key) }) // warm-up
   for (let i = 0; i < ROUNDS; i++) {
-    bareEvenRounds.push(await paced({ url: bare.url, rate: FIXED_RATE, request: request('-') }))
-    evenRounds.push(await paced({ url: meterd.url, rate: FIXED_RATE, request: request(meterd.key) }))
+    for (let j = 0; j < evenSides.length; j++) {
+      const side = evenSides[(i + j) % evenSides.length]
+      side.rounds.push(await paced({ url: side.server.url, rate: FIXED_RATE, request: request(side.key) }))
+    }
   }
+  const [bareEvenRounds, fsyncEvenRounds, lmdbEvenRounds, evenRounds] = evenSides.map((side) => side.rounds)
   const pacedMedians = (rounds) => ({
     rps: median(rounds.map((r) => r.rps)),
     p50: median(rounds.map((r) => r.p50)),
@@ -150,10 +227,14 @@ try {
   })
   const even = pacedMedians(evenRounds)
   const bareEven = pacedMedians(bareEvenRounds)
+  const fsyncEven = pacedMedians(fsyncEvenRounds)
+  const lmdbEven = pacedMedians(lmdbEvenRounds)
   const fixedPeak = fixedRss.stop()
   const pacedLine = (s, rounds) =>
     `${fmt(s.rps)} req/s, p50 ${fmt(s.p50, 1)} ms, p90 ${fmt(s.p90, 1)} ms, p99 ${fmt(s.p99, 1)} ms (rounds ${rounds.map((r) => fmt(r.p99, 1)).join(' / ')}), max ${fmt(s.max, 1)} ms, ${s.non2xx} non-2xx; sent late by p99 ${fmt(s.lateP99, 1)} ms`
   line(`paced ${FIXED_RATE} req/s, bare`, pacedLine(bareEven, bareEvenRounds))
+  line(`paced ${FIXED_RATE} req/s, fdatasync`, pacedLine(fsyncEven, fsyncEvenRounds))
+  line(`paced ${FIXED_RATE} req/s, lmdb-js put`, pacedLine(lmdbEven, lmdbEvenRounds))
   line(`paced ${FIXED_RATE} req/s, meterd`, pacedLine(even, evenRounds))
 
   process.stdout.write('\n')
@@ -161,19 +242,24 @@ try {
   line(`throughput at ${CONNECTIONS[0]} connections`, `${fmt(sweep[0].meterd.rps / sweep[0].bare.rps, 2)} (meterd waits on its fsync at so few connections)`)
   // Robust to other load on the machine: what each request costs in CPU, bare over meterd.
   line('CPU/request bare / meterd, best', `${fmt(bareStats.cpuUs / m.cpuUs, 2)} (CPU cost per request at each side's best; less sensitive to other load)`)
-  line(`p99 @ ${FIXED_RATE} req/s, paced`, `${fmt(even.p99, 1)} ms, median of ${ROUNDS} rounds (target ≤ 10 ms; the bare server's ${fmt(bareEven.p99, 1)} ms, the load generator's own sends late by p99 ${fmt(Math.max(even.lateP99, bareEven.lateP99), 1)} ms) ${check('p99 at 1000 req/s (paced)', even.p99 <= 10 && even.rps >= FIXED_RATE * 0.95)}`)
+  line(`p99 @ ${FIXED_RATE} req/s, paced`, `${fmt(even.p99, 1)} ms, median of ${ROUNDS} rounds (target ≤ 10 ms; the bare server's ${fmt(bareEven.p99, 1)} ms, the fdatasync server's ${fmt(fsyncEven.p99, 1)} ms, one lmdb-js put's ${fmt(lmdbEven.p99, 1)} ms, the load generator's own sends late by p99 ${fmt(Math.max(even.lateP99, bareEven.lateP99), 1)} ms) ${check('p99 at 1000 req/s (paced)', even.p99 <= 10 && even.rps >= FIXED_RATE * 0.95)}`)
   // Not checked against the target: the paced run is the one at 1,000 req/s.
   line(`p99 of ${FIXED_RATE}-request bursts`, `${fixed.p99} ms (autocannon overallRate: 50 connections at full speed each second until the quota is sent; no target)`)
   line('idle RSS', `${fmt(idle, 1)} MiB after 12 s idle, ${fmt(justStarted, 1)} MiB 1 s after start (target ≤ 80 MiB) ${check('idle RSS', idle <= 80)}`)
   const parts = rssParts(meterd.pid)
   line('RSS under load (peak)', `${fmt(Math.max(loadRss, fixedPeak), 1)} MiB; after the runs ${fmt(parts.anon, 1)} MiB anonymous (heap, buffers) + ${fmt(parts.file, 1)} MiB file-backed (mostly LMDB's mapped data file, which grows with the data)`)
   const sweepBad = sweep.reduce((a, x) => a + x.meterd.non2xx + x.meterd.errors, 0)
-  const bad = sweepBad + fixed.non2xx + fixed.errors + even.non2xx + even.errors + bareEven.non2xx + bareEven.errors
+  const bad = sweepBad + fixed.non2xx + fixed.errors + even.non2xx + even.errors
   line('every answer a 201', check('every answer a 201', bad === 0))
   if (bad > 0) process.stdout.write(meterd.output.slice(-5).join('\n') + '\n')
+  const baselineBad = [bareEven, fsyncEven, lmdbEven].reduce((a, x) => a + x.non2xx + x.errors, 0)
+  if (baselineBad > 0) line('baselines', `${baselineBad} non-2xx or failed answers from the baseline servers: their figures are not comparable`)
 } finally {
   await meterd.stop()
   await bare.stop()
+  await fsyncServer.stop()
+  await lmdbServer.stop()
+  rmSync(scratch, { recursive: true, force: true })
 }
 
 const miss = missed()

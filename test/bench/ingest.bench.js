@@ -38,30 +38,43 @@ function requests(key) {
   return [{ method: 'POST', path: PATH, headers: { 'content-type': 'application/json', 'x-api-key': key }, setupRequest }]
 }
 
-// The baseline: what any Node server must do for this request (read, parse, answer 201).
-const BARE_SERVER = `
+/**
+ * A baseline server's source: reads and parses the body as every Node server must, then runs
+ * `store` (which has `buf`, `body` and `answer()`; it answers 201 now or once its write is done).
+ */
+function baselineServer({ prelude = '', store }) {
+  return `
 import { createServer } from 'node:http'
 import { randomUUID } from 'node:crypto'
+${prelude}
+function answer(res, body) {
+  const out = JSON.stringify({ id: randomUUID(), resourceType: 'metering', label: 'AI Completion', signature: String(body.transactionId), created: new Date().toISOString() })
+  res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) })
+  res.end(out)
+}
 createServer((req, res) => {
   if (req.method !== 'POST') { res.writeHead(200); return res.end('ok') }
   const chunks = []
   req.on('data', (c) => chunks.push(c))
   req.on('end', () => {
+    const buf = Buffer.concat(chunks)
     let body
-    try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')) } catch { res.writeHead(400); return res.end() }
-    const out = JSON.stringify({ id: randomUUID(), resourceType: 'metering', label: 'AI Completion', signature: String(body.transactionId), created: new Date().toISOString() })
-    res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) })
-    res.end(out)
+    try { body = JSON.parse(buf.toString('utf8')) } catch { res.writeHead(400); return res.end() }
+    ${store}
   })
 }).listen(Number(process.env.PORT), '127.0.0.1')
 `
+}
+
+// The baseline: what any Node server must do for this request (read, parse, answer 201).
+const BARE_SERVER = baselineServer({ store: 'answer(res, body)' })
 
 // Two more baselines for the paced rounds only, both answering after their write is on disk as
 // meterd does: what any durable server pays on this machine (its latency is the disk's and the
 // thread pool's), and the least an lmdb-js server can do (one put per request in a transaction,
 // then the flush), which is meterd's storage engine without meterd.
-const FSYNC_SERVER = `
-import { createServer } from 'node:http'
+const FSYNC_SERVER = baselineServer({
+  prelude: `
 import { fdatasync, openSync, writeSync } from 'node:fs'
 const fd = openSync(process.env.FILE, 'a')
 let waiting = []
@@ -73,47 +86,15 @@ function flush() {
   const batch = waiting
   waiting = []
   fdatasync(fd, () => { syncing = false; for (const done of batch) done(); flush() })
-}
-createServer((req, res) => {
-  if (req.method !== 'POST') { res.writeHead(200); return res.end('ok') }
-  const chunks = []
-  req.on('data', (c) => chunks.push(c))
-  req.on('end', () => {
-    const buf = Buffer.concat(chunks)
-    let body
-    try { body = JSON.parse(buf.toString('utf8')) } catch { res.writeHead(400); return res.end() }
-    writeSync(fd, buf)
-    waiting.push(() => {
-      const out = JSON.stringify({ signature: String(body.transactionId), created: new Date().toISOString() })
-      res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) })
-      res.end(out)
-    })
-    flush()
-  })
-}).listen(Number(process.env.PORT), '127.0.0.1')
-`
-const LMDB_SERVER = `
-import { createServer } from 'node:http'
-import { randomUUID } from 'node:crypto'
+}`,
+  store: 'writeSync(fd, buf); waiting.push(() => answer(res, body)); flush()',
+})
+const LMDB_SERVER = baselineServer({
+  prelude: `
 import { open } from 'lmdb'
-const root = open({ path: process.env.DIR, overlappingSync: true })
-createServer((req, res) => {
-  if (req.method !== 'POST') { res.writeHead(200); return res.end('ok') }
-  const chunks = []
-  req.on('data', (c) => chunks.push(c))
-  req.on('end', () => {
-    let body
-    try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')) } catch { res.writeHead(400); return res.end() }
-    const id = randomUUID()
-    const written = root.transaction(() => { root.put(id, body) })
-    Promise.all([written, root.flushed]).then(() => {
-      const out = JSON.stringify({ id, signature: String(body.transactionId), created: new Date().toISOString() })
-      res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) })
-      res.end(out)
-    })
-  })
-}).listen(Number(process.env.PORT), '127.0.0.1')
-`
+const root = open({ path: process.env.DIR, overlappingSync: true })`,
+  store: 'Promise.all([root.transaction(() => { root.put(randomUUID(), body) }), root.flushed]).then(() => answer(res, body))',
+})
 
 // Exactly the path the target names (auth → validate → attribute → durable LMDB commit): no
 // pricing or webhooks, and no ratelimit extension (its default 1,000 req/s per account would

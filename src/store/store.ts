@@ -34,6 +34,9 @@ export class Store {
     const mapSize = (opts.maxSizeMb ?? 16384) * 1024 * 1024
     this.root = open({
       path: opts.path,
+      // The path is always a directory holding data.mdb and lock.mdb. Left to itself lmdb-js
+      // takes a path whose last part has a dot (`/var/lib/meterd.d`, `data.v2`) for a file name.
+      noSubdir: false,
       maxDbs: 64,
       mapSize,
       // Commits are flushed after they are visible (overlappingSync, lmdb-js's default on

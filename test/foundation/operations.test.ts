@@ -1,5 +1,7 @@
 import t from 'tap'
-import { call, startMeterd } from '../helpers/meterd.js'
+import { existsSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { ADMIN_KEY, call, removeDir, startMeterd, tempDir } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
 
 t.test('health, readiness per pipeline, Prometheus metrics per component, debug exporter', async (t) => {
@@ -47,4 +49,17 @@ t.test('health, readiness per pipeline, Prometheus metrics per component, debug 
   await m.close()
   const lines = m.logs.map((l) => JSON.parse(l))
   t.ok(lines.some((l) => l.msg === 'meterd stopped'), 'logs are JSON lines')
+})
+
+t.test('a data directory whose name has a dot holds the store like any other', async (t) => {
+  // lmdb-js alone would take `meterd.d` for a file name and fail to open it.
+  const parent = tempDir('meterd-dotted-')
+  t.teardown(() => removeDir(parent))
+  const dataDir = join(parent, 'meterd.d')
+  const m = await startMeterd(t, { dataDir })
+  const res = await call(`${m.url}/meter/v2/ai/completions`, { key: ADMIN_KEY, body: completion() })
+  t.equal(res.status, 201, 'a record is stored')
+  t.ok(statSync(dataDir).isDirectory() && existsSync(join(dataDir, 'data.mdb')), 'in data.mdb inside the directory')
+  const back = await call(`${m.url}/profitstream/v2/api/sources/metrics/ai/completions?size=5`, { key: ADMIN_KEY })
+  t.equal(back.body._embedded.aICompletionMetricResourceList.length, 1, 'and reads back')
 })

@@ -11,7 +11,7 @@ const BACKOFF_MS = 60_000
  * Zeros are appended and flushed this much at a time: a commit whose flush runs while a step is
  * still unflushed carries at most this much of it (docs/performance.md).
  */
-export const STEP_BYTES = 256 * 1024
+const STEP_BYTES = 256 * 1024
 
 const writeAsync = promisify(write)
 const fdatasyncAsync = promisify(fdatasync)

@@ -106,8 +106,9 @@ export class MeteringReceiver implements Component {
       const acks: Ack[] = []
       const records: UsageRecord[] = []
       const waits: Promise<void>[] = []
-      // Repeats of a record earlier in the same batch: they take its id once it is final (after the commit).
-      const twins: [Ack, Ack][] = []
+      // Repeats of a record earlier in the same batch: they take its id once it is final (after the
+      // commit). Rare, so the list is only made when there is one.
+      let twins: [Ack, Ack][] | undefined
       const seenInBatch = new Map<string, Ack>()
       const windowMs = this.config.dedup_window_hours * HOUR
 
@@ -122,7 +123,7 @@ export class MeteringReceiver implements Component {
           const k = `${caller.account}\0${kind}\0${tx}`
           const twin = seenInBatch.get(k)
           if (twin) {
-            twins.push([ack, twin])
+            ;(twins ??= []).push([ack, twin])
             continue
           }
           seenInBatch.set(k, ack)
@@ -159,7 +160,7 @@ export class MeteringReceiver implements Component {
           : ackJson(acks[0], duplicates?.get(acks[0].id))
       if (records.length) {
         const batch: Batch = { items: records, ctx: { caller, receiver: this.settings.id, dedupWindowMs: windowMs } }
-        if (replayKey !== undefined && waits.length === 0 && twins.length === 0) {
+        if (replayKey !== undefined && waits.length === 0 && twins === undefined) {
           batch.ctx.idempotency = { key: replayKey.slice(caller.account.length + 1), bodyHash, response: (kept) => ({ status: 201, body: response(kept) }) }
         }
         try {
@@ -182,7 +183,7 @@ export class MeteringReceiver implements Component {
         }
       }
       await Promise.all(waits)
-      for (const [ack, twin] of twins) ack.id = twin.id
+      if (twins) for (const [ack, twin] of twins) ack.id = twin.id
       return { status: 201, text: response(), contentType: 'application/json' }
     } finally {
       for (const s of settle) s()

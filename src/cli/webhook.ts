@@ -1,7 +1,7 @@
 import { createServer } from 'node:http'
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { verifyWebhook, WebhookDeduplicator, DEFAULT_TOLERANCE_SECONDS } from '../webhooks/verify.js'
+import { verifyWebhook, WebhookDeduplicator, DEFAULT_TOLERANCE_SECONDS } from '../domain/webhooks/verify.js'
 
 export const WEBHOOK_USAGE = `  webhook verify --secret S [--secret S2] --headers h.txt --body b.bin [--tolerance SEC] [--now EPOCH_S] [--vendor-word W]
   webhook listen --port P --secret S [--secret S2] [--host 127.0.0.1] [--vendor-word W]`

@@ -3,7 +3,7 @@ import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
 import type { Consumer, Signal } from './consumer.js'
 import type { ComponentMetrics } from './telemetry.js'
-import type { HttpServer } from '../http/server.js'
+import type { HttpServer } from '../transport/http/server.js'
 import type { Store } from '../store/store.js'
 import type { ServerConfig } from './config/schema.js'
 

@@ -215,7 +215,7 @@ export class UsageStore {
   }
 }
 
-/** The index entry of a record stored unpriced (src/pricing/reprice.ts lists and clears these). */
+/** The index entry of a record stored unpriced (src/domain/pricing/reprice.ts lists and clears these). */
 export function unpricedKey(r: UsageRecord): IndexKey {
   return ['u', r.caller.team, r.kind, r.eventTime, r.id]
 }

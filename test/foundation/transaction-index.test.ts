@@ -1,6 +1,6 @@
 import t from 'tap'
 import { Store } from '../../src/store/store.js'
-import { ToolAggregates } from '../../src/pricing/aggregates.js'
+import { ToolAggregates } from '../../src/domain/pricing/aggregates.js'
 import type { UsageRecord } from '../../src/model/usage-record.js'
 import { call, removeDir, startMeterd, tempDir } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'

@@ -16,7 +16,7 @@ import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { Service } from '../../src/core/service.js'
 import { createTelemetry } from '../../src/core/telemetry.js'
 import { KeyStore } from '../../src/extensions/apikeys/key-store.js'
-import type { Scope } from '../../src/http/server.js'
+import type { Scope } from '../../src/transport/http/server.js'
 import { freePort } from './net.js'
 
 export { freePort }

@@ -1,5 +1,5 @@
 /** Shared set-up of the pricing tests (not a test itself). */
-import { Decimal } from '../../src/pricing/money.js'
+import { Decimal } from '../../src/domain/pricing/money.js'
 import { call, startMeterd, type Meterd, type StartOptions, type Teardown } from './meterd.js'
 
 export const API = '/profitstream/v2/api'

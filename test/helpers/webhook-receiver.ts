@@ -6,7 +6,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { startMeterd, type Meterd, type Teardown, ADMIN_KEY } from './meterd.js'
 import type { ExportConfigurations } from '../../src/extensions/exportconfigs/index.js'
-import type { DeliveryEngine } from '../../src/webhooks/engine.js'
+import type { DeliveryEngine } from '../../src/domain/webhooks/engine.js'
 
 export interface Received {
   headers: IncomingHttpHeaders

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { call } from '../helpers/meterd.js'
 import { API, createTool, event, startPricing, sum, TIERS, toolBody } from '../helpers/pricing.js'
-import { Decimal } from '../../src/pricing/money.js'
+import { Decimal } from '../../src/domain/pricing/money.js'
 
 // 1,000 tool events for one scope, all in flight at once, end with the same aggregate and the
 // same period charge as the same events posted one after another (no lost update).

@@ -1,11 +1,11 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { Decimal, money, moneyOfUnits, unitsOfMoney, perMillion, perTokenScaled, plusScaled, round, roundScaled, timesScaled } from '../../src/pricing/money.js'
-import { moveDecimal, moveScaled, type Aggregate } from '../../src/pricing/aggregates.js'
-import { PriceBook, priceCompletion } from '../../src/pricing/price-book.js'
-import { AGGREGATION_TYPES, elementStep, periodCharge, type PricingElement } from '../../src/pricing/tiers.js'
+import { Decimal, money, moneyOfUnits, unitsOfMoney, perMillion, perTokenScaled, plusScaled, round, roundScaled, timesScaled } from '../../src/domain/pricing/money.js'
+import { moveDecimal, moveScaled, type Aggregate } from '../../src/domain/pricing/aggregates.js'
+import { PriceBook, priceCompletion } from '../../src/domain/pricing/price-book.js'
+import { AGGREGATION_TYPES, elementStep, periodCharge, type PricingElement } from '../../src/domain/pricing/tiers.js'
 
-// Completion prices and tool tier charges run in BigInt (src/pricing/money.ts, Scaled) whenever
+// Completion prices and tool tier charges run in BigInt (src/domain/pricing/money.ts, Scaled) whenever
 // they can; these properties hold them to the Decimal arithmetic they replace, digit for digit, including the
 // half-even rounding at the 12th place and sums rounded once.
 

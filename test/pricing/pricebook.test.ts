@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { completion, goAnthropic } from '../fixtures/wire-examples.js'
 import { call } from '../helpers/meterd.js'
-import { PriceBook, priceCompletion } from '../../src/pricing/price-book.js'
+import { PriceBook, priceCompletion } from '../../src/domain/pricing/price-book.js'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { readBack, startPricing } from '../helpers/pricing.js'
 

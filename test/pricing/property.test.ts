@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { Decimal } from '../../src/pricing/money.js'
-import { ToolAggregates, quantityOf } from '../../src/pricing/aggregates.js'
-import { AGGREGATION_TYPES, periodCharge, type PricingElement } from '../../src/pricing/tiers.js'
+import { Decimal } from '../../src/domain/pricing/money.js'
+import { ToolAggregates, quantityOf } from '../../src/domain/pricing/aggregates.js'
+import { AGGREGATION_TYPES, periodCharge, type PricingElement } from '../../src/domain/pricing/tiers.js'
 import { Store } from '../../src/store/store.js'
 
 // For random tiers, aggregations and event streams, the per-event costs C(after) − C(before)

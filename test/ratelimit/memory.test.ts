@@ -4,7 +4,7 @@
  */
 import t, { type Test } from 'tap'
 import { ApiError } from '../../src/core/errors.js'
-import type { Scope } from '../../src/http/server.js'
+import type { Scope } from '../../src/transport/http/server.js'
 import { call, startMeterd, type Meterd, type Res } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
 

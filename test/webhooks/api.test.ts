@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { call, type Res } from '../helpers/meterd.js'
-import { verifyWebhook } from '../../src/webhooks/verify.js'
+import { verifyWebhook } from '../../src/domain/webhooks/verify.js'
 import { api, startReceiver, startWebhookMeterd } from '../helpers/webhook-receiver.js'
 
 t.test('export configurations: CRUD, validation naming the field, team scoping, scopes', async (t) => {

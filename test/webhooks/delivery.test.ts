@@ -1,7 +1,7 @@
 import t from 'tap'
 import { call } from '../helpers/meterd.js'
 import { completion, toolEvent } from '../fixtures/wire-examples.js'
-import { verifyWebhook } from '../../src/webhooks/verify.js'
+import { verifyWebhook } from '../../src/domain/webhooks/verify.js'
 import { api, startReceiver, startWebhookMeterd, type Received } from '../helpers/webhook-receiver.js'
 
 const SIGNED_HEADERS = ['content-type', 'x-service-webhook-id', 'x-service-delivery-id', 'x-service-event-type', 'x-service-webhook-timestamp', 'x-service-signature-256']

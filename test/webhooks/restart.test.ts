@@ -7,7 +7,7 @@ import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, writeConfig } from '.
 import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { completion } from '../fixtures/wire-examples.js'
-import { signatureHeader } from '../../src/webhooks/signature.js'
+import { signatureHeader } from '../../src/domain/webhooks/signature.js'
 import { api, startReceiver } from '../helpers/webhook-receiver.js'
 
 t.test('SIGKILL with deliveries pending (one in flight, the rest queued) → all delivered after restart', async (t) => {

@@ -1,7 +1,7 @@
 import { newId } from '../../core/ids.js'
 import type { UsageRecord } from '../../model/usage-record.js'
-import type { EventType, ExportConfiguration, FilterField, WebhookEvent } from '../../webhooks/model.js'
-import { toResource } from '../lmdb/read-api.js'
+import type { EventType, ExportConfiguration, FilterField, WebhookEvent } from '../../domain/webhooks/model.js'
+import { toResource } from '../../model/resource.js'
 
 const TYPE_OF: Record<UsageRecord['kind'], EventType> = { completion: 'usage.completion', tool: 'usage.tool' }
 

@@ -4,7 +4,7 @@ import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError } from '../../core/errors.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import { ExportConfigurations } from '../../extensions/exportconfigs/index.js'
-import type { ExportConfiguration, WebhookEvent } from '../../webhooks/model.js'
+import type { ExportConfiguration, WebhookEvent } from '../../domain/webhooks/model.js'
 import { usageEvent, wants } from './events.js'
 
 const schema = Type.Object(

@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
 import { ApiError } from '../../core/errors.js'
-import type { Authenticator, Principal, RequestContext } from '../../http/server.js'
+import type { Authenticator, Principal, RequestContext } from '../../transport/http/server.js'
 import { KeyStore, type ApiKeyRecord } from './key-store.js'
 
 const schema = Type.Object(

@@ -1,12 +1,12 @@
-import { checkTeam, paging } from '../../exporters/lmdb/read-api.js'
+import { checkTeam, paging } from '../../transport/http/query.js'
 import type { Host } from '../../core/component.js'
 import { invalid, notFound } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
-import type { RequestContext, Reply } from '../../http/server.js'
+import type { RequestContext, Reply } from '../../transport/http/server.js'
 import { isDateTime } from '../../model/schemas.js'
-import { DestinationRefused } from '../../webhooks/destination.js'
-import type { DeliveryEngine } from '../../webhooks/engine.js'
-import { EVENT_TYPES, FILTER_FIELDS, type Delivery, type ExportConfiguration, type Filters, type SubscribableEventType } from '../../webhooks/model.js'
+import { DestinationRefused } from '../../domain/webhooks/destination.js'
+import type { DeliveryEngine } from '../../domain/webhooks/engine.js'
+import { EVENT_TYPES, FILTER_FIELDS, type Delivery, type ExportConfiguration, type Filters, type SubscribableEventType } from '../../domain/webhooks/model.js'
 import type { ExportConfigStore } from './store.js'
 
 export interface ApiDeps {

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
-import { DeliveryEngine } from '../../webhooks/engine.js'
+import { DeliveryEngine } from '../../domain/webhooks/engine.js'
 import { mountExportConfigurationRoutes } from './api.js'
 import { SecretBox } from './secrets.js'
 import { ExportConfigStore } from './store.js'

@@ -1,6 +1,6 @@
 import type { Database } from 'lmdb'
 import type { Store } from '../../store/store.js'
-import type { ConfigurationSource, ExportConfiguration } from '../../webhooks/model.js'
+import type { ConfigurationSource, ExportConfiguration } from '../../domain/webhooks/model.js'
 import { SecretBox, rotate, statusOf, newSecret, type SigningState, type SigningStatus } from './secrets.js'
 
 /**

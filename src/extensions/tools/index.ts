@@ -1,9 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
 import { ApiError } from '../../core/errors.js'
-import { ToolRegistry, type DeclaredTool } from './registry.js'
+import { ToolRegistry, type DeclaredTool } from '../../domain/tools/registry.js'
 import { mountToolRoutes } from './routes.js'
-import { parseToolSpec } from './tool.js'
+import { parseToolSpec } from '../../domain/tools/tool.js'
 
 const Price = Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: '^\\d+(\\.\\d+)?$' })])
 

@@ -1,18 +1,14 @@
 import type { Host } from '../../core/component.js'
-import { invalid, notFound } from '../../core/errors.js'
-import { toResource, checkTeam, paging } from '../../exporters/lmdb/read-api.js'
-import type { Reply, RequestContext } from '../../http/server.js'
-import { isDateTime } from '../../model/schemas.js'
+import { notFound } from '../../core/errors.js'
+import { toResource } from '../../model/resource.js'
+import { checkTeam, halPage, paging, timeParam } from '../../transport/http/query.js'
+import type { Reply, RequestContext } from '../../transport/http/server.js'
 import type { UsageRecord } from '../../model/usage-record.js'
-import type { ToolRegistry } from './registry.js'
-import { toToolResource, type Tool } from './tool.js'
+import type { ToolRegistry } from '../../domain/tools/registry.js'
+import { toToolResource, type Tool } from '../../domain/tools/tool.js'
 
 /** The HAL list name of tools; `?format=array` answers a plain array instead (wire-contract §3.2). */
 const LIST_NAME = 'toolResourceList'
-
-function hal(name: string, items: unknown[], total: number, page: number, size: number): unknown {
-  return { _embedded: { [name]: items }, page: { size, totalElements: total, totalPages: Math.ceil(total / size), number: page } }
-}
 
 function listTools(reg: ToolRegistry, ctx: RequestContext): Reply {
   const team = checkTeam(ctx)
@@ -24,14 +20,7 @@ function listTools(reg: ToolRegistry, ctx: RequestContext): Reply {
   if (enabled === 'true' || enabled === 'false') tools = tools.filter((t) => t.enabled === (enabled === 'true'))
   const slice = tools.slice(page * size, page * size + size).map(toToolResource)
   if (ctx.query.get('format') === 'array') return { status: 200, body: slice }
-  return { status: 200, body: hal(LIST_NAME, slice, tools.length, page, size) }
-}
-
-function timeParam(ctx: RequestContext, name: string): string | undefined {
-  const v = ctx.query.get(name)
-  if (v === null || v === '') return undefined
-  if (!isDateTime(v)) throw invalid('invalid_parameter', `${name} must be an ISO-8601 date-time`, name)
-  return new Date(v).toISOString()
+  return { status: 200, body: halPage(LIST_NAME, slice, tools.length, page, size) }
 }
 
 /** Tool events stored unpriced (unknown toolId), newest first, for the caller's team. */
@@ -51,7 +40,7 @@ function listUnpriced(host: Host, ctx: RequestContext): Reply {
     if (total >= page * size && out.length < size) out.push(r)
     total++
   }
-  return { status: 200, body: hal('toolEventMetricResourceList', out.map(toResource), total, page, size) }
+  return { status: 200, body: halPage('toolEventMetricResourceList', out.map(toResource), total, page, size) }
 }
 
 /**

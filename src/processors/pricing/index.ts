@@ -6,12 +6,12 @@ import { unitOf, type Batch, type Consumer } from '../../core/consumer.js'
 import { PACKAGE_ROOT } from '../../core/paths.js'
 import { tally, type Tally } from '../../core/telemetry.js'
 import { ToolsExtension } from '../../extensions/tools/index.js'
-import { ToolRegistry } from '../../extensions/tools/registry.js'
-import type { Tool } from '../../extensions/tools/tool.js'
+import { ToolRegistry } from '../../domain/tools/registry.js'
+import type { Tool } from '../../domain/tools/tool.js'
 import type { ToolRecord, UsageRecord } from '../../model/usage-record.js'
-import { ToolAggregates, type ToolCharge } from '../../pricing/aggregates.js'
-import { PriceBook, priceCompletion, type ModelOverride } from '../../pricing/price-book.js'
-import { SCOPE_DIMENSIONS, disabledTool, toolCharge, toolCost, unknownTool, type ToolPricingOptions } from '../../pricing/tool-pricing.js'
+import { ToolAggregates, type ToolCharge } from '../../domain/pricing/aggregates.js'
+import { PriceBook, priceCompletion, type ModelOverride } from '../../domain/pricing/price-book.js'
+import { SCOPE_DIMENSIONS, disabledTool, toolCharge, toolCost, unknownTool, type ToolPricingOptions } from '../../domain/pricing/tool-pricing.js'
 
 const Price = Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: '^\\d+(\\.\\d+)?$' })], { description: 'USD per million tokens' })
 const RatesSchema = {

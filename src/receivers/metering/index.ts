@@ -4,7 +4,7 @@ import type { Component, CreateSettings, Host, ReceiverFactory, SignalConsumers 
 import type { Batch, Consumer } from '../../core/consumer.js'
 import { ApiError, conflict, invalid, toApiError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
-import type { Reply, RequestContext } from '../../http/server.js'
+import type { Reply, RequestContext } from '../../transport/http/server.js'
 import { EMPTY_ATTRIBUTION, LABELS, type Caller, type UsageKind, type UsageRecord } from '../../model/usage-record.js'
 
 const HOUR = 3_600_000

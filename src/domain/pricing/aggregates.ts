@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { Database } from 'lmdb'
-import type { Store } from '../store/store.js'
+import type { Store } from '../../store/store.js'
 import { Decimal, SCALE, ZERO, cmpScaled, dec, formatScaled, parseQuantity, parseQuantityScaled, parseScaled, plusScaled, type Decimal as D } from './money.js'
 import { elementStep, elementStepScaled, type ElementStep, type PricingElement } from './tiers.js'
 

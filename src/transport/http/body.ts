@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import { createGunzip, createInflate, type Gunzip, type Inflate } from 'node:zlib'
-import { ApiError, invalid } from '../core/errors.js'
+import { ApiError, invalid } from '../../core/errors.js'
 
 export const tooLarge = (limit: number): ApiError =>
   invalid('body_too_large', `request body exceeds the ${limit}-byte limit`, undefined, 413)

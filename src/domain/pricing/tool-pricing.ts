@@ -1,6 +1,6 @@
-import type { Tool } from '../extensions/tools/tool.js'
-import { toolPriceVersion } from '../extensions/tools/tool.js'
-import type { Cost, ToolRecord } from '../model/usage-record.js'
+import type { Tool } from '../tools/tool.js'
+import { toolPriceVersion } from '../tools/tool.js'
+import type { Cost, ToolRecord } from '../../model/usage-record.js'
 import { ZERO, dec, money, moneyOfUnits, unitsOfMoney } from './money.js'
 import { periodOf, type Applied, type BillingPeriod, type ToolCharge } from './aggregates.js'
 

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { parse } from 'yaml'
-import type { CompletionBody, Cost } from '../model/usage-record.js'
+import type { CompletionBody, Cost } from '../../model/usage-record.js'
 import { Decimal, ZERO, dec, money, moneyOfUnits, type Scaled, perMillion, perTokenScaled, plusScaled, round, roundScaled, timesScaled, type Decimal as D } from './money.js'
 
 /** Per-million-token prices of one model (YAML spelling in comments). */

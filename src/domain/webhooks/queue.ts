@@ -1,5 +1,5 @@
 import type { Database } from 'lmdb'
-import type { Store } from '../store/store.js'
+import type { Store } from '../../store/store.js'
 import type { Delivery, WebhookEvent } from './model.js'
 
 const MAX_KEPT_ATTEMPTS = 20

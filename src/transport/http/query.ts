@@ -1,0 +1,39 @@
+import { ApiError, invalid } from '../../core/errors.js'
+import { isDateTime } from '../../model/schemas.js'
+import type { RequestContext } from './server.js'
+
+const MAX_PAGE_SIZE = 1000
+
+/** `teamId` in a query must be the key's own team (DESIGN §4). */
+export function checkTeam(ctx: RequestContext): string {
+  const team = ctx.principal!.team
+  const asked = ctx.query.get('teamId')
+  if (asked !== null && asked !== '' && asked !== team)
+    throw new ApiError(403, 'permission_error', 'team_mismatch', 'teamId does not match the team of the API key', { param: 'teamId' })
+  return team
+}
+
+/** `page` (0-based) and `size` query parameters, checked. */
+export function paging(ctx: RequestContext): { page: number; size: number } {
+  const int = (name: string, def: number, min: number, max: number): number => {
+    const v = ctx.query.get(name)
+    if (v === null || v === '') return def
+    const n = Number(v)
+    if (!Number.isInteger(n) || n < min || n > max) throw invalid('invalid_parameter', `${name} must be an integer from ${min} to ${max}`, name)
+    return n
+  }
+  return { page: int('page', 0, 0, 1_000_000), size: int('size', 20, 1, MAX_PAGE_SIZE) }
+}
+
+/** An ISO-8601 query parameter as UTC ISO with milliseconds, or undefined when absent. */
+export function timeParam(ctx: RequestContext, name: string): string | undefined {
+  const v = ctx.query.get(name)
+  if (v === null || v === '') return undefined
+  if (!isDateTime(v)) throw invalid('invalid_parameter', `${name} must be an ISO-8601 date-time`, name)
+  return new Date(v).toISOString()
+}
+
+/** A Spring HATEOAS page, the list shape real clients read (wire-contract §3.2). */
+export function halPage(name: string, items: unknown[], total: number, page: number, size: number): unknown {
+  return { _embedded: { [name]: items }, page: { size, totalElements: total, totalPages: Math.ceil(total / size), number: page } }
+}

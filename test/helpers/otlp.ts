@@ -70,3 +70,11 @@ export function protoOf(signal: 'traces' | 'logs' | 'metrics', json: unknown): U
 export function jsonSpans(spans: Record<string, unknown>[], resource: Record<string, unknown>[] = []): unknown {
   return { resourceSpans: [{ resource: { attributes: resource }, scopeSpans: [{ scope: { name: 'test' }, spans }] }] }
 }
+
+/** The usage records (kind and body) the genai connector makes of an OTLP/JSON fixture, and what it rejected. */
+export interface ConnectorRun {
+  records: { kind: string; body: Record<string, unknown> }[]
+  rejected: { index: number; message: string }[]
+  /** The request-level error, when every item was rejected. */
+  error?: Error
+}

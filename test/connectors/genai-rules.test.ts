@@ -198,6 +198,11 @@ t.test('rejections: one bad item is listed, a batch of only bad items is a 400',
 
   const plain = await h.run('traces', jsonSpans([span('0000000000000022', [kv('http.route', s('/x'))])]))
   t.same(plain, { records: [], rejected: [], error: undefined }, 'spans that are not usage are passed over: nothing stored, nothing rejected')
+  // Odd values in the names that decide what an item is do not refuse an item that is not usage.
+  const odd = await h.run('traces', jsonSpans([span('0000000000000023', [kv('gen_ai.operation.name', { arrayValue: { values: [s('chat')] } }), kv('ai.operationId', i(7))])]))
+  t.same(odd, { records: [], rejected: [], error: undefined }, 'a span with non-string operation names')
+  const oddLog = await h.run('logs', logs([{ timeUnixNano: '1', attributes: [kv('event.name', { kvlistValue: { values: [] } })], body: { kvlistValue: { values: [kv('a', i(1))] } } }]))
+  t.same(oddLog, { records: [], rejected: [], error: undefined }, 'a log record with a map event name and a map body')
 })
 
 t.test('the records travel with the batch context; execute_tool needs a registered tool of the caller', async (t) => {

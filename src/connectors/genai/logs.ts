@@ -22,7 +22,7 @@ export function mapLog(item: LogItem, s: MapSettings, receivedMs: number): Mappe
       return completion(item, v, s, event, receivedMs, gemini(v))
     case 'codex.sse_event':
       // Codex streams every server-sent event; the usage is on the one that completes the response.
-      if (v.string('event.kind') !== 'response.completed') return undefined
+      if (v.name('event.kind') !== 'response.completed') return undefined
       return completion(item, v, s, event, receivedMs, codex(v))
     case 'cursor_ide.api_response':
       return completion(item, v, s, event, receivedMs, anthropicStyle(v, undefined))
@@ -46,7 +46,7 @@ const SERVICE_PROVIDERS: Record<string, string> = { 'claude-code': 'Anthropic', 
 function eventName(item: LogItem, v: AttributeView): string {
   const { log } = item
   const body = typeof log.body === 'string' ? log.body : ''
-  let name = log.eventName || v.string('event.name') || body
+  let name = log.eventName || v.name('event.name') || body
   // Claude Code sends event.name=api_request with the body claude_code.api_request.
   if (name !== body && !name.includes('.') && body.endsWith('.' + name)) name = body
   if (name === 'api_request' && isClaudeCode(item)) name = 'claude_code.api_request'

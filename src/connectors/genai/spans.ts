@@ -22,7 +22,7 @@ const LLM_REQUEST_TYPES: Record<string, string> = { chat: 'CHAT', completion: 'G
 export function mapSpan(item: SpanItem, s: MapSettings): Mapped | undefined {
   const { span } = item
   const v = new AttributeView(item.resource.attributes, span.attributes)
-  const op = v.string('gen_ai.operation.name')?.toLowerCase()
+  const op = v.name('gen_ai.operation.name')?.toLowerCase()
   if (op === 'execute_tool') return toolSpan(item, v, s)
   // Agent spans sum their children's usage; counting them too would count it twice.
   if (op === 'invoke_agent' || op === 'create_agent') return undefined
@@ -102,7 +102,7 @@ function genAi(v: AttributeView, op: string | undefined): CompletionDraft | unde
 
 /** OpenInference (Arize/Phoenix): LLM and EMBEDDING spans; the prompt count includes cache tokens. */
 function openInference(v: AttributeView): CompletionDraft | null | undefined {
-  const kind = v.string('openinference.span.kind')?.toUpperCase()
+  const kind = v.name('openinference.span.kind')?.toUpperCase()
   if (kind === undefined) return undefined
   if (kind !== 'LLM' && kind !== 'EMBEDDING') return null
   const model = requireModel(v.string('llm.model_name', 'embedding.model_name'), 'llm.model_name')
@@ -129,7 +129,7 @@ function openInference(v: AttributeView): CompletionDraft | null | undefined {
  * (Anthropic's input excludes cache); AI SDK 6 reports `inputTokenDetails`, input including cache.
  */
 function vercel(v: AttributeView): CompletionDraft | null | undefined {
-  const opId = v.string('ai.operationId')
+  const opId = v.name('ai.operationId')
   if (opId === undefined) return undefined
   if (!/\.(doGenerate|doStream|doEmbed)$/.test(opId)) return null
   const model = requireModel(v.string('ai.response.model', 'ai.model.id', ...MODEL), 'ai.model.id')

@@ -43,6 +43,17 @@ export class AttributeView {
     return false
   }
 
+  /**
+   * A name that decides whether an item is usage at all (an operation, an event name): a string,
+   * else undefined. Never rejects: an odd value on an item that is not usage must not refuse it.
+   */
+  name(key: string): string | undefined {
+    const v = own.call(this.record, key) ? this.record[key] : own.call(this.resource, key) ? this.resource[key] : undefined
+    if (typeof v !== 'string' || v === '') return undefined
+    this.used.add(key)
+    return v
+  }
+
   /** The first key present, as text (numbers and booleans are written out). */
   string(...keys: string[]): string | undefined {
     for (const k of keys) {

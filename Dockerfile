@@ -33,6 +33,7 @@ COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY config ./config
+COPY proto ./proto
 COPY bin ./bin
 # The code stays root-owned (COPY default) and read-only to the daemon; only /data is writable.
 RUN mkdir -p /data && chown node:node /data

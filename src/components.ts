@@ -1,5 +1,6 @@
 import type { Factory } from './core/component.js'
 import { forwardFactory } from './connectors/forward/index.js'
+import { genaiFactory } from './connectors/genai/index.js'
 import { debugFactory } from './exporters/debug/index.js'
 import { lmdbFactory } from './exporters/lmdb/index.js'
 import { webhookFactory } from './exporters/webhook/index.js'
@@ -21,6 +22,7 @@ export const FACTORIES: readonly Factory[] = [
   lmdbFactory,
   debugFactory,
   forwardFactory,
+  genaiFactory,
   apikeysFactory,
   webhookFactory,
   exportconfigsFactory,

@@ -24,6 +24,17 @@ export interface BatchContext {
   dedupWindowMs?: number
   /** The request's one LMDB write transaction, shared by the components that store for it (see unitOf). */
   unit?: WriteUnit
+  /**
+   * Items a connector refused one by one while the rest of the batch went on (OTLP partial
+   * success): the receiver reports them to the client beside its own decoding rejections.
+   */
+  rejected?: ItemRejection[]
+}
+
+/** An item refused alone: its index in the batch the refusing component received, and why. */
+export interface ItemRejection {
+  index: number
+  message: string
 }
 
 /** The batch's write unit, created by the first component that writes. */

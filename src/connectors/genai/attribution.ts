@@ -1,0 +1,138 @@
+import type { AttributeValue } from '../../model/otlp.js'
+import { ItemRejected, type AttributeView } from './view.js'
+
+/** `<prefix><name>` attributes → REST body fields (wire-contract §4.2). */
+const TEXT: readonly [name: string, field: string][] = [
+  ['organization.name', 'organizationName'],
+  ['product.name', 'productName'],
+  ['subscription.id', 'subscriptionId'],
+  ['agent.name', 'agent'],
+  ['task.type', 'taskType'],
+  ['trace.type', 'traceType'],
+  ['trace.name', 'traceName'],
+  ['transaction.name', 'transactionName'],
+  ['job.id', 'agenticJobId'],
+  ['job.name', 'agenticJobName'],
+  ['job.type', 'agenticJobType'],
+  ['job.version', 'agenticJobVersion'],
+  ['squad.id', 'squadId'],
+  ['squad.name', 'squadName'],
+  ['squad.role', 'squadRole'],
+  ['middleware.source', 'middlewareSource'],
+  ['operation.subtype', 'operationSubtype'],
+  ['ticket.id', 'ticketId'],
+  ['model.host', 'modelHost'],
+  ['subscriber.email.source', 'subscriberEmailSource'],
+  ['system.fingerprint', 'systemFingerprint'],
+  ['subscription_tier', 'subscriptionTier'],
+]
+
+/** `<prefix><name>` → the subscriber object's fields. */
+const SUBSCRIBER: readonly [name: string, path: 'id' | 'email' | 'credential.name' | 'credential.value'][] = [
+  ['subscriber.id', 'id'],
+  ['subscriber.email', 'email'],
+  ['subscriber.credential.name', 'credential.name'],
+  ['subscriber.credential.value', 'credential.value'],
+]
+
+/** Names read without a prefix, after the prefixed ones (resource attributes of the coding assistants, OTel semconv). */
+const PLAIN_TEXT: readonly [name: string, field: string][] = [
+  ['organization.name', 'organizationName'],
+  ['product.name', 'productName'],
+  ['deployment.environment.name', 'environment'],
+  ['deployment.environment', 'environment'],
+  ['cloud.region', 'region'],
+]
+
+const text = (v: AttributeValue, key: string): string => {
+  if (typeof v === 'string') return v
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v)
+  throw new ItemRejected(`${key} must be a string`)
+}
+
+/**
+ * The attribution fields of a record (REST names), from the attributes with the configured
+ * prefixes (default `service.` and `revenium.`), then the plain names. Resource attributes win
+ * over the record's own; within one, a prefixed name wins over a plain one, and prefixes count
+ * in their configured order. Claude Code's `organization.id` (Anthropic's UUID) is not read:
+ * it is not the organization.
+ */
+export function attributionFields(v: AttributeView, prefixes: readonly string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  const subscriber: { id?: string; email?: string; credential?: { name?: string; value?: string } } = {}
+  const set = (field: string, value: unknown): void => {
+    if (out[field] === undefined) out[field] = value
+  }
+  const setSubscriber = (path: (typeof SUBSCRIBER)[number][1], value: string): void => {
+    if (path === 'id' || path === 'email') subscriber[path] ??= value
+    else {
+      const credential = (subscriber.credential ??= {})
+      const k = path === 'credential.name' ? 'name' : 'value'
+      credential[k] ??= value
+    }
+  }
+  for (const level of [v.resource, v.record]) {
+    for (const p of prefixes) {
+      for (const [name, field] of TEXT) {
+        const x = v.attribution(p + name, level)
+        if (x !== undefined) set(field, text(x, p + name))
+      }
+      for (const [name, path] of SUBSCRIBER) {
+        const x = v.attribution(p + name, level)
+        if (x !== undefined) setSubscriber(path, text(x, p + name))
+      }
+      const retry = v.attribution(p + 'retry.number', level)
+      if (retry !== undefined) set('retryNumber', integer(retry, p + 'retry.number'))
+      const stream = v.attribution(p + 'request.stream', level)
+      if (stream !== undefined) set('isStreamed', stream === true || stream === 'true')
+    }
+    for (const [name, field] of PLAIN_TEXT) {
+      const x = v.attribution(name, level)
+      if (x !== undefined) set(field, text(x, name))
+    }
+    const email = v.attribution('user.email', level)
+    if (email !== undefined) setSubscriber('email', text(email, 'user.email'))
+  }
+  if (subscriber.id !== undefined || subscriber.email !== undefined || subscriber.credential) out.subscriber = subscriber
+  return out
+}
+
+function integer(v: AttributeValue, key: string): number {
+  const n = typeof v === 'number' ? v : typeof v === 'string' ? Number(v) : NaN
+  if (!Number.isSafeInteger(n) || n < 0) throw new ItemRejected(`${key} must be a non-negative integer`)
+  return n
+}
+
+/**
+ * The attributes that carry an API key sent in the body, never stored: `<prefix>api_key` for
+ * each configured prefix, and always the default ones (an operator who changes the prefixes
+ * must not start storing keys that clients still send under the old names).
+ */
+export function apiKeyNames(prefixes: readonly string[]): string[] {
+  return [...new Set([...prefixes, 'service.', 'revenium.'].map((p) => p + 'api_key'))]
+}
+
+/**
+ * The attributes no mapping consumed, kept on the record (resource attributes win on a name
+ * both carry), without API keys and without the configured content attributes (prompts and
+ * responses): a name in `drop` drops itself and every name below it.
+ */
+export function keptAttributes(v: AttributeView, drop: readonly string[], apiKeys: readonly string[]): Record<string, AttributeValue> | undefined {
+  let out: Record<string, AttributeValue> | undefined
+  for (const level of [v.resource, v.record]) {
+    for (const key in level) {
+      if (v.used.has(key) || apiKeys.includes(key) || dropped(key, drop)) continue
+      out ??= {}
+      if (Object.prototype.hasOwnProperty.call(out, key)) continue
+      if (key === '__proto__') Object.defineProperty(out, key, { value: level[key], enumerable: true, writable: true, configurable: true })
+      else out[key] = level[key]
+    }
+  }
+  return out
+}
+
+function dropped(key: string, drop: readonly string[]): boolean {
+  for (const d of drop) if (key === d || (key.length > d.length && key.startsWith(d) && key.charCodeAt(d.length) === 46 /* . */)) return true
+  return false
+}
+

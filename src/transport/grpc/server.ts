@@ -1,0 +1,124 @@
+import { Server, ServerCredentials, status, type ServerUnaryCall, type ServiceDefinition, type sendUnaryData } from '@grpc/grpc-js'
+import { rejectionMessage, type DecodeOptions, type DecodedRequest, type OtlpSignal } from '../otlp/batch.js'
+import { decodeLogsProto, decodeMetricsProto, decodeTracesProto } from '../otlp/decode-proto.js'
+import { SERVICES } from '../otlp/proto.js'
+import { encodeExportResponse } from '../otlp/response.js'
+import { grpcFailure } from './status.js'
+
+/** The request's metadata (lowercase keys, first text value of each) and the peer's address. */
+export interface CallInfo {
+  metadata: Record<string, string>
+  peer: string
+}
+
+/** What the handler adds to the decoder's own rejections for the partial success. */
+export interface ExportResult {
+  /** Items the handler refused (the decoder's rejected items are counted by the server). */
+  rejected?: number
+  errorMessage?: string
+}
+
+/**
+ * Admits and handles one decoded export. Resolving answers OK (with a partial success when
+ * items were refused); throwing answers the status grpcFailure maps the error to.
+ */
+export type ExportHandler = (signal: OtlpSignal, request: DecodedRequest, call: CallInfo) => Promise<ExportResult | void>
+
+export interface OtlpGrpcOptions {
+  /** `host:port`; port 0 picks a free port (see `port` after start). */
+  endpoint: string
+  /** Largest message accepted, after decompression (a gzip bomb stops there): 10 MiB by default. */
+  maxMessageBytes?: number
+  decode?: DecodeOptions
+  handler: ExportHandler
+  /** Sees every call's final status, decoding failures included (e.g. for the error-pattern block). */
+  onStatus?: (signal: OtlpSignal, code: status, call: CallInfo) => void
+}
+
+export const DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
+
+const DECODERS = { traces: decodeTracesProto, logs: decodeLogsProto, metrics: decodeMetricsProto }
+const identity = (b: Buffer): Buffer => b
+
+/**
+ * OTLP/gRPC (DESIGN §3): TraceService, LogsService and MetricsService `Export` on their own
+ * endpoint. Requests arrive as bytes (gzip already inflated by grpc-js, within the size limit)
+ * and are decoded with meterd's protos here, so a malformed message is an INVALID_ARGUMENT the
+ * server answers itself; everything else (admission, the pipelines) is the injected handler's.
+ */
+export class OtlpGrpcServer {
+  private readonly server: Server
+  private boundPort = 0
+
+  constructor(private readonly opts: OtlpGrpcOptions) {
+    const max = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
+    this.server = new Server({ 'grpc.max_receive_message_length': max })
+    for (const signal of ['traces', 'logs', 'metrics'] as const) {
+      const definition: ServiceDefinition = {
+        Export: {
+          path: `/${SERVICES[signal]}/Export`,
+          requestStream: false,
+          responseStream: false,
+          requestSerialize: identity,
+          requestDeserialize: identity,
+          responseSerialize: identity,
+          responseDeserialize: identity,
+        },
+      }
+      this.server.addService(definition, { Export: (call: ServerUnaryCall<Buffer, Buffer>, done: sendUnaryData<Buffer>) => void this.export(signal, call, done) })
+    }
+  }
+
+  /** Listens; resolves with the bound port. */
+  start(): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.server.bindAsync(this.opts.endpoint, ServerCredentials.createInsecure(), (err, port) => {
+        if (err) return reject(err)
+        this.boundPort = port
+        resolve(port)
+      })
+    })
+  }
+
+  get port(): number {
+    return this.boundPort
+  }
+
+  /** Stops accepting calls and lets those in flight finish, for at most `graceMs`. */
+  shutdown(graceMs = 5000): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.server.forceShutdown()
+        resolve()
+      }, graceMs)
+      this.server.tryShutdown(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+  }
+
+  private async export(signal: OtlpSignal, call: ServerUnaryCall<Buffer, Buffer>, done: sendUnaryData<Buffer>): Promise<void> {
+    const info: CallInfo = { metadata: metadataOf(call), peer: call.getPeer() }
+    let code: status = status.OK
+    try {
+      const decoded = DECODERS[signal](call.request, this.opts.decode)
+      const result = (await this.opts.handler(signal, decoded, info)) ?? {}
+      const rejected = decoded.rejected.length + (result.rejected ?? 0)
+      const messages = [decoded.rejected.length ? rejectionMessage(decoded.rejected) : '', result.errorMessage ?? ''].filter(Boolean)
+      done(null, Buffer.from(encodeExportResponse(signal, { rejected, errorMessage: messages.join('; ') })))
+    } catch (err) {
+      const failure = grpcFailure(err)
+      code = failure.code
+      done({ code: failure.code, details: failure.details, metadata: failure.metadata })
+    } finally {
+      this.opts.onStatus?.(signal, code, info)
+    }
+  }
+}
+
+function metadataOf(call: ServerUnaryCall<Buffer, Buffer>): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const [k, v] of Object.entries(call.metadata.getMap())) if (typeof v === 'string') out[k] = v
+  return out
+}

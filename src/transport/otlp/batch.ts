@@ -1,0 +1,56 @@
+import type { LogItem, SpanItem } from '../../model/otlp.js'
+
+/** The three OTLP signals; meterd turns traces and logs into usage and counts metrics. */
+export type OtlpSignal = 'traces' | 'logs' | 'metrics'
+
+/** An item the decoder could not accept: where it was in the request, and why. */
+export interface ItemRejection {
+  /** The item's place in the request, e.g. `resourceSpans[0].scopeSpans[1].spans[3]`. */
+  path: string
+  message: string
+}
+
+interface DecodedBase {
+  /** Items refused one by one; the rest of the request stands (OTLP partial success). */
+  rejected: ItemRejection[]
+  /**
+   * API keys found in the resource attributes named by DecodeOptions.apiKeyAttributes, distinct,
+   * in order. Those attributes are removed from the items, so a key is never stored or forwarded.
+   */
+  apiKeys: string[]
+}
+
+export interface DecodedTraces extends DecodedBase {
+  signal: 'traces'
+  items: SpanItem[]
+}
+
+export interface DecodedLogs extends DecodedBase {
+  signal: 'logs'
+  items: LogItem[]
+}
+
+/** Metrics are accepted and counted, not decoded further (DESIGN: nothing meters from them yet). */
+export interface DecodedMetrics extends DecodedBase {
+  signal: 'metrics'
+  dataPoints: number
+}
+
+export type DecodedRequest = DecodedTraces | DecodedLogs | DecodedMetrics
+
+export interface DecodeOptions {
+  /** Resource attributes that carry an API key (`<prefix>api_key` for each attribution prefix). */
+  apiKeyAttributes?: readonly string[]
+}
+
+/** How many items a decoded request holds (spans, log records or metric data points). */
+export function itemCount(d: DecodedRequest): number {
+  return d.signal === 'metrics' ? d.dataPoints : d.items.length
+}
+
+/** The `error_message` of a partial success: the first few reasons, and how many more there were. */
+export function rejectionMessage(rejected: readonly { path?: string; message: string }[], shown = 5): string {
+  const parts = rejected.slice(0, shown).map((r) => (r.path ? `${r.path}: ${r.message}` : r.message))
+  const more = rejected.length - shown
+  return more > 0 ? `${parts.join('; ')}; and ${more} more` : parts.join('; ')
+}

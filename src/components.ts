@@ -3,6 +3,7 @@ import { forwardFactory } from './connectors/forward/index.js'
 import { debugFactory } from './exporters/debug/index.js'
 import { lmdbFactory } from './exporters/lmdb/index.js'
 import { webhookFactory } from './exporters/webhook/index.js'
+import { alertsFactory } from './extensions/alerts/index.js'
 import { apikeysFactory } from './extensions/apikeys/index.js'
 import { exportconfigsFactory } from './extensions/exportconfigs/index.js'
 import { ratelimitFactory } from './extensions/ratelimit/index.js'
@@ -26,4 +27,5 @@ export const FACTORIES: readonly Factory[] = [
   exportconfigsFactory,
   ratelimitFactory,
   toolsFactory,
+  alertsFactory,
 ]

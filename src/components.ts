@@ -4,6 +4,7 @@ import { genaiFactory } from './connectors/genai/index.js'
 import { debugFactory } from './exporters/debug/index.js'
 import { lmdbFactory } from './exporters/lmdb/index.js'
 import { webhookFactory } from './exporters/webhook/index.js'
+import { alertsFactory } from './extensions/alerts/index.js'
 import { apikeysFactory } from './extensions/apikeys/index.js'
 import { exportconfigsFactory } from './extensions/exportconfigs/index.js'
 import { ratelimitFactory } from './extensions/ratelimit/index.js'
@@ -28,4 +29,5 @@ export const FACTORIES: readonly Factory[] = [
   exportconfigsFactory,
   ratelimitFactory,
   toolsFactory,
+  alertsFactory,
 ]

@@ -200,6 +200,16 @@ export class UsageStore {
     return { records: out, total }
   }
 
+  /** A team's records of both kinds whose event time is in [from, to) (ISO), oldest first within a kind. */
+  *inWindow(team: string, from: string, to: string): IterableIterator<UsageRecord> {
+    for (const kind of ['completion', 'tool'] as const) {
+      for (const key of this.index.getKeys({ start: ['t', team, kind, from], end: ['t', team, kind, to] })) {
+        const r = this.records.get(key[key.length - 1] as string)
+        if (r) yield r
+      }
+    }
+  }
+
   /**
    * Drops Idempotency-Key replay entries older than their window; returns how many went.
    * Dedup entries stay: they are the transactionId index too, and their window is checked by time.

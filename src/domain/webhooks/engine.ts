@@ -61,6 +61,8 @@ export class DeliveryEngine {
   private stopped = false
   /** Aborts attempts in flight at shutdown; their due entries stay, so they run again after restart. */
   private abort = new AbortController()
+  /** Destinations that are not export configurations (the Slack targets of alert rules), by id prefix. */
+  private readonly sources = new Map<string, ConfigurationSource>()
   private readonly m: {
     attempted: Counter
     succeeded: Counter
@@ -107,6 +109,16 @@ export class DeliveryEngine {
         },
       })
     }
+  }
+
+  /** Lets deliveries whose configId starts with `prefix` find their destination in `source`. */
+  addSource(prefix: string, source: ConfigurationSource): void {
+    this.sources.set(prefix, source)
+  }
+
+  private sourceOf(configId: string): ConfigurationSource {
+    for (const [prefix, source] of this.sources) if (configId.startsWith(prefix)) return source
+    return this.configs
   }
 
   start(): void {
@@ -216,7 +228,7 @@ export class DeliveryEngine {
     const now = this.now()
     const waiting = this.queue.batches()
     for (const [configId, b] of waiting) {
-      const config = this.configs.get(configId)
+      const config = this.sourceOf(configId).get(configId)
       if (!config?.batching) continue
       if (b.count >= config.batching.maxEvents || now - b.oldest >= config.batching.maxWaitMs) await this.flushBatch(config)
     }
@@ -227,7 +239,7 @@ export class DeliveryEngine {
       if (this.stopped) break
       let c = seen.get(due.configId)
       if (!c) {
-        const config = this.configs.get(due.configId)
+        const config = this.sourceOf(due.configId).get(due.configId)
         seen.set(due.configId, (c = { config, endpoint: config ? endpointOf(config.url) : '' }))
       }
       const { config, endpoint } = c
@@ -262,7 +274,7 @@ export class DeliveryEngine {
       const now = this.now()
       const anyDue = !this.queue.dueUntil(now, 1).next().done
       const batchDue = [...this.queue.batches()].some(([id, b]) => {
-        const c = this.configs.get(id)
+        const c = this.sourceOf(id).get(id)
         return c?.batching && (b.count >= c.batching.maxEvents || now - b.oldest >= c.batching.maxWaitMs)
       })
       if (!anyDue && !batchDue) return
@@ -307,7 +319,7 @@ export class DeliveryEngine {
         this.logger.warn({ deliveryId: d.id, eventId: d.eventId, configId: d.configId, attempts: d.attemptCount, error }, 'webhook delivery given up')
       }
       if (outcome.kind === 'gone') {
-        await this.configs.disable(d.configId, 'the endpoint answered 410 Gone')
+        await this.sourceOf(d.configId).disable(d.configId, 'the endpoint answered 410 Gone')
         this.logger.warn({ configId: d.configId }, 'export configuration disabled: its endpoint answered 410 Gone')
       }
     }
@@ -330,7 +342,7 @@ export class DeliveryEngine {
       const url = new URL(config.url)
       this.guard.checkLiteral(url)
       const now = this.now()
-      const secrets = this.configs.signingSecrets(config.id, now)
+      const secrets = this.sourceOf(config.id).signingSecrets(config.id, now)
       if (secrets) {
         // Signed afresh on every attempt: a new timestamp, so retries stay inside the receiver's tolerance.
         const ts = String(Math.floor(now / 1000))

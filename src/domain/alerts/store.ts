@@ -1,0 +1,107 @@
+import { randomBytes } from 'node:crypto'
+import type { Database } from 'lmdb'
+import type { Store } from '../../store/store.js'
+import { INITIAL_STATE, type AlertEvent, type AlertRule, type AlertState } from './model.js'
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+
+function shortId(): string {
+  let s = ''
+  for (const b of randomBytes(6)) s += BASE62[b % 62]
+  return s
+}
+
+type EventKey = [string, number, string]
+
+/**
+ * Alert rules, their firing state and their history in LMDB. A state change and its history
+ * entry are written in the same transaction as the webhook deliveries that announce it
+ * (AlertEvaluator), so after a crash an alert has fired and been queued for delivery, or neither.
+ * Rules are few: all of them are also kept in memory, by id.
+ */
+export class AlertStore {
+  private readonly rules: Database<AlertRule, string>
+  private readonly states: Database<AlertState, string>
+  private readonly events: Database<AlertEvent, EventKey>
+  private readonly byId = new Map<string, AlertRule>()
+
+  constructor(private readonly store: Store) {
+    this.rules = store.db('alert-rules')
+    this.states = store.db('alert-state')
+    this.events = store.db('alert-events')
+    for (const { value } of this.rules.getRange({})) this.byId.set(value.id, value)
+  }
+
+  /** A new rule id, unused so far. */
+  newId(): string {
+    for (;;) {
+      const id = shortId()
+      if (!this.byId.has(id)) return id
+    }
+  }
+
+  all(): IterableIterator<AlertRule> {
+    return this.byId.values()
+  }
+
+  forTeam(team: string): AlertRule[] {
+    return [...this.byId.values()].filter((r) => r.team === team).sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : 1))
+  }
+
+  get(id: string): AlertRule | undefined {
+    return this.byId.get(id)
+  }
+
+  /** A rule of `team`, or undefined (another team's rule is as unknown as a missing one). */
+  getForTeam(id: string, team: string): AlertRule | undefined {
+    const r = this.byId.get(id)
+    return r && r.team === team ? r : undefined
+  }
+
+  state(id: string): AlertState {
+    return this.states.get(id) ?? INITIAL_STATE
+  }
+
+  async put(rule: AlertRule): Promise<void> {
+    await this.store.durable(this.rules.put(rule.id, rule))
+    this.byId.set(rule.id, rule)
+  }
+
+  /** Removes a rule with its state and history. */
+  async remove(rule: AlertRule): Promise<void> {
+    await this.store.durable(
+      this.store.root.transaction(() => {
+        this.rules.remove(rule.id)
+        this.states.remove(rule.id)
+        for (const key of this.events.getKeys({ start: [rule.id, 0, ''], end: [rule.id, Number.MAX_SAFE_INTEGER, '\uffff'] })) this.events.remove(key)
+      }),
+    )
+    this.byId.delete(rule.id)
+  }
+
+  /** Inside a write transaction: the rule's new state, and the history entry of the event that changed it. */
+  recordInTransaction(ruleId: string, state: AlertState, event?: AlertEvent): void {
+    this.states.put(ruleId, state)
+    if (event) this.events.put([ruleId, Date.parse(event.at), event.id], event)
+  }
+
+  async setState(ruleId: string, state: AlertState): Promise<void> {
+    await this.store.durable(this.states.put(ruleId, state))
+  }
+
+  /** A rule's history, newest first. */
+  history(ruleId: string, offset: number, limit: number): { items: AlertEvent[]; total: number } {
+    const items: AlertEvent[] = []
+    let total = 0
+    for (const { value } of this.events.getRange({ start: [ruleId, Number.MAX_SAFE_INTEGER, '\uffff'], end: [ruleId, 0, ''], reverse: true })) {
+      if (total >= offset && items.length < limit) items.push(value)
+      total++
+    }
+    return { items, total }
+  }
+
+  /** Runs `fn` in one write transaction and resolves once it is on disk. */
+  transaction<T>(fn: () => T): Promise<T> {
+    return this.store.durable(this.store.root.transaction(fn))
+  }
+}

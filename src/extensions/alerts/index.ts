@@ -1,0 +1,69 @@
+import { Type, type Static } from '@sinclair/typebox'
+import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import { sharedCounter } from '../../core/telemetry.js'
+import { AlertEvaluator } from '../../domain/alerts/evaluator.js'
+import { AlertStore } from '../../domain/alerts/store.js'
+import { ExportConfigurations } from '../exportconfigs/index.js'
+import { WebhookNotifier } from './notifier.js'
+import { mountAlertRoutes } from './routes.js'
+
+const schema = Type.Object(
+  {
+    evaluation_interval_seconds: Type.Number({ default: 10, minimum: 0.1, maximum: 3600, description: 'How often every enabled rule is evaluated' }),
+    export_configurations: Type.String({
+      default: 'exportconfigs',
+      description: 'Id of the exportconfigs extension whose delivery engine sends alert.triggered / alert.resolved events (and Slack messages); without it alerts are only recorded',
+    }),
+    max_rules_per_team: Type.Integer({ default: 200, minimum: 1, description: 'Most rules one team may hold' }),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+/**
+ * Cost and performance alerts (DESIGN §8): rule CRUD and history at
+ * /{api_prefix}/v2/api/sources/ai/anomaly (platform bucket), and the evaluator that fires
+ * `alert.triggered` / `alert.resolved` through the webhook delivery engine.
+ */
+export class AlertsExtension implements Component {
+  store?: AlertStore
+  evaluator?: AlertEvaluator
+  private timer?: NodeJS.Timeout
+
+  constructor(private readonly settings: CreateSettings, private readonly config: Config) {}
+
+  async start(host: Host): Promise<void> {
+    const store = new AlertStore(host.store)
+    const ext = host.getExtension(this.config.export_configurations)
+    const notifier = ext instanceof ExportConfigurations && ext.store && ext.engine ? new WebhookNotifier(ext.store, ext.engine, store) : undefined
+    if (!notifier) this.settings.logger.warn({ extension: this.config.export_configurations }, 'no exportconfigs extension: alert events are recorded but not delivered')
+    const transitions = sharedCounter(this.settings.registry, 'meterd_alert_events_total', 'Alert state changes, by event type', ['type'])
+    this.evaluator = new AlertEvaluator({
+      store,
+      usage: host.store.usage,
+      notifier,
+      now: () => host.now(),
+      logger: this.settings.logger,
+      onTransition: (kind) => transitions.inc({ type: kind }),
+    })
+    this.store = store
+    mountAlertRoutes({ host, store, evaluator: this.evaluator, maxRulesPerTeam: this.config.max_rules_per_team, notifier })
+    this.timer = setInterval(() => {
+      this.evaluator!.evaluate().catch((err) => this.settings.logger.error({ err }, 'alert evaluation failed'))
+    }, this.config.evaluation_interval_seconds * 1000)
+    this.timer.unref()
+  }
+
+  async shutdown(): Promise<void> {
+    if (this.timer) clearInterval(this.timer)
+    await this.evaluator?.idle()
+  }
+}
+
+export const alertsFactory: ExtensionFactory<typeof schema> = {
+  kind: 'extension',
+  type: 'alerts',
+  description: 'Cost and performance alerts: rules at /{api_prefix}/v2/api/sources/ai/anomaly, evaluated continuously, delivered as signed webhooks and Slack messages',
+  schema,
+  create: (settings, config) => new AlertsExtension(settings, config),
+}

@@ -1,0 +1,138 @@
+import type { Host } from '../../core/component.js'
+import { ApiError, invalid, notFound } from '../../core/errors.js'
+import type { AlertEvaluator } from '../../domain/alerts/evaluator.js'
+import { INITIAL_STATE, type AlertRule, type AlertState } from '../../domain/alerts/model.js'
+import { parseRule } from '../../domain/alerts/parse.js'
+import type { AlertStore } from '../../domain/alerts/store.js'
+import { checkTeam, halPage, paging } from '../../transport/http/query.js'
+import type { Reply, RequestContext } from '../../transport/http/server.js'
+import type { WebhookNotifier } from './notifier.js'
+
+export interface AlertRouteDeps {
+  host: Host
+  store: AlertStore
+  evaluator: AlertEvaluator
+  maxRulesPerTeam: number
+  notifier?: WebhookNotifier
+}
+
+const num = (v: string | null): number | null => (v === null ? null : Number(v))
+
+/**
+ * A rule as every answer shows it, in the shape the vendor's CLI reads: `threshold` and
+ * `currentValue` as JSON numbers (events carry the exact decimal strings), `firing` from the
+ * evaluator.
+ */
+export function ruleView(rule: AlertRule, state: AlertState) {
+  return {
+    id: rule.id,
+    teamId: rule.team,
+    name: rule.name,
+    description: rule.description,
+    alertType: rule.alertType,
+    metricType: rule.metricType,
+    operatorType: rule.operatorType,
+    threshold: Number(rule.threshold),
+    periodDuration: rule.periodDuration,
+    windowSeconds: rule.windowSeconds,
+    budgetThreshold: num(rule.budgetThreshold),
+    currency: rule.currency,
+    filters: rule.filters.map((f) => (f.operator === 'IN' ? { dimension: f.dimension, operator: f.operator, values: f.values } : { dimension: f.dimension, operator: f.operator, value: f.values[0] })),
+    notificationAddresses: rule.notificationAddresses,
+    slackConfigurations: rule.slackConfigurations,
+    webhookConfigurations: rule.webhookConfigurations,
+    enabled: rule.enabled,
+    firing: state.firing,
+    currentValue: num(state.currentValue),
+    evaluatedAt: state.evaluatedAt === null ? null : new Date(state.evaluatedAt).toISOString(),
+    firingSince: state.firingSince === null ? null : new Date(state.firingSince).toISOString(),
+    created: rule.createdAt,
+    updated: rule.updatedAt,
+  }
+}
+
+/** `teamId` in a body, like in the query, must be the key's own team. */
+function checkBodyTeam(body: unknown, team: string): void {
+  const asked = typeof body === 'object' && body !== null ? (body as Record<string, unknown>).teamId : undefined
+  if (asked !== undefined && asked !== null && asked !== '' && asked !== team)
+    throw new ApiError(403, 'permission_error', 'team_mismatch', 'teamId does not match the team of the API key', { param: 'teamId' })
+}
+
+/**
+ * `/{api_prefix}/v2/api/sources/ai/anomaly` (platform bucket): alert rules of the key's team —
+ * list, create, read, replace (PUT; fields left out keep their values), delete — and each rule's
+ * history at `…/{id}/events`.
+ */
+export function mountAlertRoutes(d: AlertRouteDeps): void {
+  const { host, store, evaluator } = d
+  const base = `/${host.server.api_prefix}/v2/api/sources/ai/anomaly`
+  const route = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, scope: 'platform:read' | 'platform:write', handler: (ctx: RequestContext) => Promise<Reply> | Reply) =>
+    host.http.route({ method, path: base + path, scope, handler })
+  const load = (ctx: RequestContext): AlertRule => {
+    const rule = store.getForTeam(ctx.params.id, checkTeam(ctx))
+    if (!rule) throw notFound(`no alert rule ${ctx.params.id}`, 'id')
+    return rule
+  }
+  const iso = () => new Date(host.now()).toISOString()
+  const checkWebhooks = (rule: Pick<AlertRule, 'webhookConfigurations'>, team: string) => {
+    rule.webhookConfigurations.forEach((id, i) => {
+      if (d.notifier && !d.notifier.knows(team, id))
+        throw invalid('unknown_export_configuration', `no export configuration ${id} in this team`, `webhookConfigurations[${i}]`)
+    })
+  }
+
+  route('GET', '', 'platform:read', (ctx) => {
+    const team = checkTeam(ctx)
+    const { page, size } = paging(ctx)
+    const all = store.forTeam(team)
+    const items = all.slice(page * size, page * size + size).map((r) => ruleView(r, evaluator.state(r)))
+    return { status: 200, body: halPage('aIAnomalyResourceList', items, all.length, page, size) }
+  })
+
+  route('POST', '', 'platform:write', async (ctx) => {
+    const team = checkTeam(ctx)
+    const body = await ctx.json()
+    checkBodyTeam(body, team)
+    const fields = parseRule(body)
+    if (store.forTeam(team).length >= d.maxRulesPerTeam)
+      throw invalid('too_many_rules', `a team holds at most ${d.maxRulesPerTeam} alert rules (alerts.max_rules_per_team)`, undefined, 422)
+    checkWebhooks(fields, team)
+    const now = iso()
+    const rule: AlertRule = { id: store.newId(), team, ...fields, createdAt: now, updatedAt: now }
+    await store.put(rule)
+    return { status: 201, body: ruleView(rule, INITIAL_STATE) }
+  })
+
+  route('GET', '/:id', 'platform:read', (ctx) => {
+    const rule = load(ctx)
+    return { status: 200, body: ruleView(rule, evaluator.state(rule)) }
+  })
+
+  route('PUT', '/:id', 'platform:write', async (ctx) => {
+    const current = load(ctx)
+    const body = await ctx.json()
+    checkBodyTeam(body, current.team)
+    const fields = parseRule(body, current)
+    checkWebhooks(fields, current.team)
+    const rule: AlertRule = { ...current, ...fields, updatedAt: iso() }
+    await store.put(rule)
+    // A changed rule is measured afresh; a disabled one stops firing without an event (docs/alerts.md).
+    evaluator.forget(rule.id)
+    if (!rule.enabled && evaluator.state(rule).firing) await store.setState(rule.id, INITIAL_STATE)
+    return { status: 200, body: ruleView(rule, evaluator.state(rule)) }
+  })
+
+  route('DELETE', '/:id', 'platform:write', async (ctx) => {
+    const rule = load(ctx)
+    await store.remove(rule)
+    evaluator.forget(rule.id)
+    return { status: 200, body: { id: rule.id, deleted: true } }
+  })
+
+  route('GET', '/:id/events', 'platform:read', (ctx) => {
+    const rule = load(ctx)
+    const { page, size } = paging(ctx)
+    const { items, total } = store.history(rule.id, page * size, size)
+    return { status: 200, body: halPage('aIAnomalyEventResourceList', items, total, page, size) }
+  })
+}

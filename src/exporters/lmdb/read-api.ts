@@ -31,6 +31,6 @@ function list(host: Host, ctx: RequestContext, kind: UsageKind) {
 
 export function mountReadRoutes(host: Host): void {
   const base = `/${host.server.api_prefix}/v2/api/sources/metrics`
-  host.http.route({ method: 'GET', path: `${base}/ai/completions`, scope: 'analytics:read', handler: (ctx) => list(host, ctx, 'completion') })
-  host.http.route({ method: 'GET', path: `${base}/tool/events`, scope: 'analytics:read', handler: (ctx) => list(host, ctx, 'tool') })
+  host.http.route({ method: 'GET', path: `${base}/ai/completions`, bucket: 'analytics', scope: 'analytics:read', handler: (ctx) => list(host, ctx, 'completion') })
+  host.http.route({ method: 'GET', path: `${base}/tool/events`, bucket: 'analytics', scope: 'analytics:read', handler: (ctx) => list(host, ctx, 'tool') })
 }

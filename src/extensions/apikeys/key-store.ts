@@ -1,7 +1,6 @@
 import { hash, randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
-import type { Scope } from '../../transport/http/server.js'
-import { SCOPES } from '../../transport/http/server.js'
+import { SCOPES, type Scope } from '../../transport/admission/index.js'
 import type { Store } from '../../store/store.js'
 
 /** An API key as stored: never the key itself, only its SHA-256. */

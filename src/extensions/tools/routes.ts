@@ -2,7 +2,7 @@ import type { Host } from '../../core/component.js'
 import { notFound } from '../../core/errors.js'
 import { toResource } from '../../model/resource.js'
 import { checkTeam, halPage, paging, timeParam } from '../../transport/http/query.js'
-import type { Reply, RequestContext } from '../../transport/http/server.js'
+import type { Reply, RequestContext, Route } from '../../transport/http/server.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import type { ToolRegistry } from '../../domain/tools/registry.js'
 import { toToolResource, type Tool } from '../../domain/tools/tool.js'
@@ -56,7 +56,7 @@ export function mountToolRoutes(host: Host, reg: ToolRegistry): void {
     if (!t) throw notFound(`no tool with ${what}`)
     return { status: 200, body: toToolResource(t) }
   }
-  const route = host.http.route.bind(host.http)
+  const route = (r: Omit<Route, 'bucket'>) => host.http.route({ ...r, bucket: 'platform' })
   route({ method: 'GET', path: base, scope: 'platform:read', handler: (ctx) => listTools(reg, ctx) })
   route({
     method: 'POST',

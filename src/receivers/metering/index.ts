@@ -54,9 +54,9 @@ export class MeteringReceiver implements Component {
     this.host = host
     const completions = (ctx: RequestContext) => this.handle(ctx, 'completion')
     const tools = (ctx: RequestContext) => this.handle(ctx, 'tool')
-    host.http.route({ method: 'POST', path: '/meter/v2/ai/completions', scope: 'metering:write', handler: completions })
+    host.http.route({ method: 'POST', path: '/meter/v2/ai/completions', bucket: 'metering', scope: 'metering:write', handler: completions })
     for (const path of ['/meter/v2/tool/events', '/v2/tool/events', '/tool/events'])
-      host.http.route({ method: 'POST', path, scope: 'metering:write', handler: tools })
+      host.http.route({ method: 'POST', path, bucket: 'metering', scope: 'metering:write', handler: tools })
   }
 
   async shutdown(): Promise<void> {}

@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
 import { ApiError } from '../../core/errors.js'
 import { presentedKey, type AdmissionRequest, type Authenticator, type Principal } from '../../transport/admission/index.js'
+import { resolveKeyRoute } from './resolve-key.js'
 import { KeyStore, type ApiKeyRecord } from './key-store.js'
 
 const schema = Type.Object(
@@ -27,6 +28,7 @@ export class ApiKeys implements Component, Authenticator {
   async start(host: Host): Promise<void> {
     this.keys = new KeyStore(host.store)
     host.admission.setAuthenticator(this)
+    host.http.route(resolveKeyRoute)
     if (this.config.bootstrap && this.keys.isEmpty()) {
       const { key, record } = await this.keys.create({
         team: 'default',

@@ -172,7 +172,7 @@ async function keys(args: string[]): Promise<number> {
         } catch (err) {
           throw new UsageError((err as Error).message)
         }
-        const { key, record } = await ks.create({
+        const { key, record, account } = await ks.create({
           team: values.team,
           scopes,
           account: values.account,
@@ -180,8 +180,9 @@ async function keys(args: string[]): Promise<number> {
           environment: values.environment,
           name: values.name,
         })
-        if (values.json) process.stdout.write(JSON.stringify({ key, ...record }) + '\n')
-        else process.stdout.write(`${key}\n# id ${record.id}, account ${record.account}, team ${record.team}, scopes ${record.scopes.join(',')}; shown only once\n`)
+        const how = { given: '', team: ` (the account of team ${record.team})`, default: ' (the default; choose one with --account)' }[account]
+        if (values.json) process.stdout.write(JSON.stringify({ key, ...record, accountChosen: account }) + '\n')
+        else process.stdout.write(`${key}\n# id ${record.id}, account ${record.account}${how}, team ${record.team}, scopes ${record.scopes.join(',')}; shown only once\n`)
         return 0
       }
       case 'list': {

@@ -3,6 +3,7 @@ import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
 import type { Consumer, Signal } from './consumer.js'
 import type { ComponentMetrics } from './telemetry.js'
+import type { Admission } from '../transport/admission/index.js'
 import type { HttpServer } from '../transport/http/server.js'
 import type { Store } from '../store/store.js'
 import type { ServerConfig } from './config/schema.js'
@@ -33,6 +34,8 @@ export interface Component {
 export interface Host {
   readonly store: Store
   readonly http: HttpServer
+  /** Admission for every transport: the apikeys and ratelimit extensions plug in here. */
+  readonly admission: Admission
   readonly server: ServerConfig
   readonly logger: Logger
   readonly registry: Registry

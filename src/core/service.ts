@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
 import { Gauge } from 'prom-client'
+import { Admission } from '../transport/admission/index.js'
 import { HttpServer } from '../transport/http/server.js'
 import { Store } from '../store/store.js'
 import type { Component, Host, Kind } from './component.js'
@@ -28,6 +29,7 @@ export class Service implements Host {
   readonly registry: Registry
   readonly store: Store
   readonly http: HttpServer
+  readonly admission = new Admission()
   readonly server: ServerConfig
   state: ServiceState = 'created'
   private graph?: Graph
@@ -52,6 +54,7 @@ export class Service implements Host {
       maxBodyBytes: this.server.max_body_bytes,
       maxJsonDepth: this.server.max_json_depth,
       logger: this.logger.child({ component: 'http' }),
+      admission: this.admission,
     })
   }
 
@@ -115,10 +118,11 @@ export class Service implements Host {
       registers: [this.registry],
       collect: () => undefined,
     }).set(1)
-    this.http.route({ method: 'GET', path: '/healthz', scope: null, handler: () => ({ status: 200, body: { status: 'ok' } }) })
+    this.http.route({ method: 'GET', path: '/healthz', bucket: null, scope: null, handler: () => ({ status: 200, body: { status: 'ok' } }) })
     this.http.route({
       method: 'GET',
       path: '/readyz',
+      bucket: null,
       scope: null,
       handler: () => {
         const ready = this.state === 'ready'
@@ -131,6 +135,7 @@ export class Service implements Host {
     this.http.route({
       method: 'GET',
       path: '/metrics',
+      bucket: null,
       scope: null,
       handler: async () => ({ status: 200, text: await this.registry.metrics(), contentType: this.registry.contentType }),
     })

@@ -5,20 +5,22 @@ import type { UsageKind } from './usage-record.js'
 
 // RFC 3339 / ISO-8601 date-time: with or without fractions, `Z` or an offset (wire-contract §1.2).
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)$/
+
+/** A date-time that names a real moment: `2026-02-30` is refused, where Date would roll it into March. */
 export function isDateTime(v: string): boolean {
   // The shape nearly every client sends is checked without the regex and Date.parse; the
   // answer is the same (for it, Date.parse fails only on a 60th second).
   if (isCanonicalUtc(v)) {
     const month = d2(v, 5)
     const day = d2(v, 8)
-    return month >= 1 && month <= 12 && day >= 1 && day <= 31 && d2(v, 11) <= 23 && d2(v, 14) <= 59 && d2(v, 17) <= 59
+    return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth(d2(v, 0) * 100 + d2(v, 2), month) && d2(v, 11) <= 23 && d2(v, 14) <= 59 && d2(v, 17) <= 59
   }
   if (!DATE_TIME.test(v)) return false
   const month = Number(v.slice(5, 7))
   const day = Number(v.slice(8, 10))
   const hour = Number(v.slice(11, 13))
   const minute = Number(v.slice(14, 16))
-  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59) return false
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(Number(v.slice(0, 4)), month) || hour > 23 || minute > 59) return false
   return !Number.isNaN(Date.parse(v))
 }
 FormatRegistry.Set('date-time', isDateTime)
@@ -46,12 +48,10 @@ function daysInMonth(year: number, month: number): number {
 
 /**
  * A valid date-time (isDateTime) as `new Date(v).toISOString()` spells it: UTC, milliseconds.
- * A canonical input that names a real day is already that spelling and is returned as is.
+ * A canonical input is already that spelling and is returned as is.
  */
 export function toIsoUtc(v: string): string {
-  if (isCanonicalUtc(v) && d2(v, 8) <= daysInMonth(d2(v, 0) * 100 + d2(v, 2), d2(v, 5))) return v
-  // Other spellings, and days past the month's end (which Date rolls into the next month).
-  return new Date(v).toISOString()
+  return isCanonicalUtc(v) ? v : new Date(v).toISOString()
 }
 
 /** Every field schema says, in words, what it expects: that sentence is the 400's message. */
@@ -148,7 +148,7 @@ export const CompletionSchema = Type.Object(
 /** `POST /meter/v2/tool/events` (SPEC Tool event, wire-contract §3.1). */
 export const ToolEventSchema = Type.Object(
   {
-    toolId: Type.String({ minLength: 1, maxLength: 255, expected: 'a non-empty string' }),
+    toolId: Type.String({ minLength: 1, maxLength: 255, pattern: '^[A-Za-z0-9_-]+$', expected: 'letters, digits, - or _ (1 to 255 characters)' }),
     timestamp: time(),
     transactionId: opt(Type.String({ minLength: 1, maxLength: 255, expected: 'a string of 1 to 255 characters' })),
     operation: opt(str(255)),
@@ -194,7 +194,8 @@ function firstProblem(schema: TSchema, value: unknown, base: string[]): FieldPro
   if (!first) return { param: base.join('.'), code: 'invalid_field', message: 'invalid record' }
   const segments = [...base, ...first.path.split('/').filter(Boolean)]
   const param = segments.join('.')
-  if (first.value === undefined) return { param, code: 'missing_field', message: `${param} is required` }
+  // Every optional field also takes null, so a null that fails names a required field: as absent.
+  if (first.value === undefined || first.value === null) return { param, code: 'missing_field', message: `${param} is required` }
   // Walk to the field's own schema for its sentence.
   let s: any = schema
   for (const seg of first.path.split('/').filter(Boolean)) s = s?.properties?.[seg]

@@ -1,7 +1,9 @@
 import type { Database } from 'lmdb'
 import type { StoredResponse } from '../core/consumer.js'
 import type { UsageKind, UsageRecord } from '../model/usage-record.js'
+import type { DedupStore } from '../ports/dedup.js'
 import type { Store } from './store.js'
+import { migrateToTeamLayout } from './usage-layout.js'
 
 export interface DedupEntry {
   id: string
@@ -15,8 +17,6 @@ export interface IdempotencyEntry {
 }
 
 export interface ListQuery {
-  /** The reader's account: transactionIds are looked up per account, like the dedup they share a table with. */
-  account: string
   team: string
   kind: UsageKind
   transactionId?: string
@@ -34,7 +34,7 @@ export interface WriteOptions {
   dedupWindowMs: number
   now: number
   /** The Idempotency-Key replay entry; its response is rendered with the ids this write kept. */
-  idempotency?: { account: string; key: string; bodyHash: string; at: number; response: (duplicates: ReadonlyMap<string, string>) => StoredResponse }
+  idempotency?: { team: string; key: string; bodyHash: string; at: number; response: (duplicates: ReadonlyMap<string, string>) => StoredResponse }
 }
 
 export interface ListResult {
@@ -50,7 +50,7 @@ export interface ListResult {
 //   ['r', team, kind, traceId, id]          by traceId
 //   ['o', team, toolId, eventTime, id]      a team's tool events per tool, by time
 //   ['u', team, kind, eventTime, id]        records stored unpriced (`meterd reprice` removes the entry)
-type IndexKey = (string | number)[]
+export type IndexKey = (string | number)[]
 
 const NO_DUPLICATES: ReadonlyMap<string, string> = new Map()
 
@@ -62,14 +62,18 @@ const HIGH = '\uffff'
  * replay table. A record, its index entries and its dedup/replay entries are written
  * in one transaction, so after a crash either all of them exist or none does.
  *
- * The dedup table, [account, kind, transactionId] → the latest record's id, is also the
+ * Dedup and replay are per team, the unit every read and write is scoped to: [team, kind,
+ * transactionId] and [team, Idempotency-Key]. Data directories written in the earlier layout
+ * (per account) are migrated when the store opens (usage-layout.ts).
+ *
+ * The dedup table, [team, kind, transactionId] → the latest record's id, is also the
  * transactionId index: its entries are kept after the dedup window (which is checked by their
  * time), and a record only gets an 'x' index entry once a later one under the same
  * transactionId takes its place there. Client transactionIds are random, so each entry is a
  * put on a random page of its B-tree: one such put per record instead of two is a quarter
  * fewer pages written per commit (docs/performance.md).
  */
-export class UsageStore {
+export class UsageStore implements DedupStore {
   readonly records: Database<UsageRecord, string>
   readonly index: Database<null, IndexKey>
   readonly dedup: Database<DedupEntry, IndexKey>
@@ -80,20 +84,21 @@ export class UsageStore {
     this.index = store.db<IndexKey, null>('usage-index')
     this.dedup = store.db<IndexKey, DedupEntry>('usage-dedup', { sharedStructures: true })
     this.replay = store.db<IndexKey, IdempotencyEntry>('usage-idempotency', { sharedStructures: true })
+    migrateToTeamLayout(store, this)
   }
 
-  dedupKey(account: string, kind: UsageKind, transactionId: string): IndexKey {
-    return [account, kind, transactionId]
+  dedupKey(team: string, kind: UsageKind, transactionId: string): IndexKey {
+    return [team, kind, transactionId]
   }
 
-  /** The id of a record already stored under this transactionId within the window, if any. */
-  findDuplicate(account: string, kind: UsageKind, transactionId: string, windowMs: number, now: number): string | undefined {
-    const e = this.dedup.get(this.dedupKey(account, kind, transactionId))
+  /** The id of the team's record already stored under this transactionId within the window, if any. */
+  findDuplicate(team: string, kind: UsageKind, transactionId: string, windowMs: number, now: number): string | undefined {
+    const e = this.dedup.get(this.dedupKey(team, kind, transactionId))
     return e && now - e.at < windowMs ? e.id : undefined
   }
 
-  findReplay(account: string, key: string, ttlMs: number, now: number): IdempotencyEntry | undefined {
-    const e = this.replay.get([account, key])
+  findReplay(team: string, key: string, ttlMs: number, now: number): IdempotencyEntry | undefined {
+    const e = this.replay.get([team, key])
     return e && now - e.at < ttlMs ? e : undefined
   }
 
@@ -109,7 +114,7 @@ export class UsageStore {
     for (const r of records) {
       const tx = r.body.transactionId
       if (typeof tx === 'string' && tx !== '') {
-        const dk = this.dedupKey(r.caller.account, r.kind, tx)
+        const dk = this.dedupKey(r.caller.team, r.kind, tx)
         const entry = { id: r.id, at: opts.now }
         // Usually there is no entry yet: one put that refuses to overwrite instead of a get and a put.
         if (!this.store.putIfAbsent(this.dedup, dk, entry)) {
@@ -126,14 +131,14 @@ export class UsageStore {
       for (const k of indexKeys(r)) this.index.put(k, null)
     }
     if (opts.idempotency) {
-      const { account, key, bodyHash, at, response } = opts.idempotency
-      this.replay.put([account, key], { bodyHash, response: response(kept ?? NO_DUPLICATES), at })
+      const { team, key, bodyHash, at, response } = opts.idempotency
+      this.replay.put([team, key], { bodyHash, response: response(kept ?? NO_DUPLICATES), at })
     }
     return kept ?? NO_DUPLICATES
   }
 
   /** A record leaves the dedup table for a later one with its transactionId: it keeps an 'x' entry. */
-  private displace(id: string): void {
+  displace(id: string): void {
     const old = this.records.get(id)
     const tx = old?.body.transactionId
     if (old && typeof tx === 'string') this.index.put(['x', old.caller.team, old.kind, tx, old.id], null)
@@ -146,7 +151,7 @@ export class UsageStore {
   /** A team's records with this transactionId, newest first: the dedup table's and the 'x' index's. */
   private byTransaction(q: ListQuery, transactionId: string): UsageRecord[] {
     const ids = new Set<string>()
-    const latest = this.dedup.get(this.dedupKey(q.account, q.kind, transactionId))
+    const latest = this.dedup.get(this.dedupKey(q.team, q.kind, transactionId))
     if (latest) ids.add(latest.id)
     const prefix = ['x', q.team, q.kind, transactionId]
     for (const key of this.index.getKeys({ start: [...prefix, LOW], end: [...prefix, HIGH] })) ids.add(key[key.length - 1] as string)

@@ -80,7 +80,8 @@ const cases: Case[] = [
   { name: 'a JSON string', body: 'hello', status: 400, code: 'invalid_body' },
   { name: 'null', raw: 'null', headers: { 'content-type': 'application/json' }, status: 400, code: 'invalid_body' },
   { name: 'array with a non-object', body: [completion(), 'x'], status: 400, code: 'invalid_body', param: '[1]' },
-  { name: 'array with one bad record', body: [completion(), completion({ model: null })], status: 400, code: 'invalid_field', param: '[1].model' },
+  { name: 'array with one bad record', body: [completion(), completion({ model: 7 })], status: 400, code: 'invalid_field', param: '[1].model' },
+  { name: 'a required field sent as null', body: [completion(), completion({ model: null })], status: 400, code: 'missing_field', param: '[1].model' },
   { name: 'empty array', body: [], status: 400, code: 'empty_batch' },
   { name: 'array over the batch limit', body: Array.from({ length: 1001 }, () => ({})), status: 413, code: 'batch_too_large' },
   // Authentication, scopes, headers, routes

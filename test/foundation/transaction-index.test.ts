@@ -46,18 +46,23 @@ t.test('transactionId lookups outlive the dedup window and the replay sweep', as
   t.not(again.body.id, first, 'but the window has passed: the same transactionId is a new record')
 })
 
-t.test('a transactionId lookup stays inside the team and the kind', async (t) => {
+t.test('dedup and the transactionId lookup stay inside the team and the kind (issue 15 #1)', async (t) => {
   const m = await startMeterd(t)
   const a = await m.key({ team: 'team-a' })
-  const b = await m.key({ team: 'team-b' }) // same account: dedup is per account
-  const other = await m.key({ team: 'team-a', account: 'acct-2' })
+  const b = await m.key({ team: 'team-b' }) // the same account: the rate-limit unit, not the dedup unit
+  const other = await m.key({ team: 'team-c', account: 'acct-2' })
   const body = completion()
   const mine = (await call(m.url + C, { key: a, body })).body.id
-  t.equal((await call(m.url + C, { key: b, body })).body.id, mine, 'another team of the account gets the stored id')
+  const theirsB = await call(m.url + C, { key: b, body: { ...body, model: 'gpt-4o', inputTokenCount: 99, totalTokenCount: 104 } })
+  t.equal(theirsB.status, 201)
+  t.not(theirsB.body.id, mine, 'another team of the account stores its own record under the same transactionId')
+  t.equal((await call(m.url + C, { key: b, body })).body.id, theirsB.body.id, "and its retry is deduplicated against its own, not team a's")
   const theirs = (await call(m.url + C, { key: other, body })).body.id
   const lookup = (key: string) => call(`${m.url}${LIST}?transactionId=${encodeURIComponent(body.transactionId)}`, { key })
   t.same(ids(await lookup(a)), [mine])
-  t.same(ids(await lookup(b)), [], 'team b stored nothing under it and sees nothing')
+  const seenByB = await lookup(b)
+  t.same(ids(seenByB), [theirsB.body.id], 'team b finds its own record under the transactionId')
+  t.match(seenByB.body._embedded.aICompletionMetricResourceList[0], { model: 'gpt-4o', inputTokenCount: 99 }, "with its own usage, not team a's")
   t.same(ids(await lookup(other)), [theirs], 'the other account sees its own record only')
   const tools = await call(`${m.url}/profitstream/v2/api/sources/metrics/tool/events?transactionId=${encodeURIComponent(body.transactionId)}`, { key: a })
   t.equal(tools.body.page.totalElements, 0, 'a completion is not a tool event')
@@ -85,7 +90,7 @@ t.test('records indexed by an earlier version (an x entry, no dedup entry) are s
     usage.records.put(old.id, old)
     usage.index.put(['x', 'team-a', 'completion', 'tx-old', old.id], null)
   })
-  const q = { account: 'acct-1', team: 'team-a', kind: 'completion' as const, transactionId: 'tx-old', page: 0, size: 10 }
+  const q = { team: 'team-a', kind: 'completion' as const, transactionId: 'tx-old', page: 0, size: 10 }
   t.same(usage.list(q).records.map((r) => r.id), [old.id])
   // A new record under the same transactionId joins it; the old one is listed once.
   const next = { ...old, id: '01KBBBBBBBBBBBBBBBBBBBBBBB', eventTime: '2026-02-01T00:00:00.000Z' } as UsageRecord
@@ -101,7 +106,7 @@ t.test('dedup entries and tool aggregates written by earlier builds (plain msgpa
   const plainDedup = before.root.openDB({ name: 'usage-dedup' })
   await before.root.transaction(() => {
     plainAggregates.put(['s', 'n'], { n: 7, nv: 7, sum: '21', max: '3', distinct: 0 })
-    plainDedup.put(['acct-1', 'tool', 'tx-1'], { id: 'R1', at: 5 })
+    plainDedup.put(['team-1', 'tool', 'tx-1'], { id: 'R1', at: 5 })
   })
   await before.close()
 
@@ -112,7 +117,7 @@ t.test('dedup entries and tool aggregates written by earlier builds (plain msgpa
   })
   const aggregates = new ToolAggregates(store)
   t.same(aggregates.get(['s'], 'n'), { n: 7, nv: 7, sum: '21', max: '3', distinct: 0 })
-  t.equal(store.usage.findDuplicate('acct-1', 'tool', 'tx-1', HOUR, 10), 'R1')
+  t.equal(store.usage.findDuplicate('team-1', 'tool', 'tx-1', HOUR, 10), 'R1')
   const el = { name: 'n', aggregationType: 'COUNT' as const, tiersMode: 'volume' as const, unitPrice: '1', tiers: [] }
   await aggregates.apply([{ recordId: 'R2', scope: ['s'], elements: [el], usageMetadata: undefined }], 0)
   t.equal(aggregates.get(['s'], 'n').n, 8, 'an old aggregate moves on from where it was')

@@ -44,7 +44,11 @@ export interface Meterd {
   dataDir: string
   /** Captured pino output (one JSON object per line). */
   logs: string[]
-  /** A new key with the given scopes (default: metering + analytics + platform). */
+  /**
+   * A new key with the given scopes (default: metering + analytics + platform), of team `team-a`
+   * in account `acct-1` unless told; a key of another account defaults to a team of its own (a
+   * team belongs to one account).
+   */
   key(opts?: { team?: string; account?: string; scopes?: Scope[]; tenant?: string; environment?: string }): Promise<string>
   /** The clock the service sees; tests move it with `advance`. */
   clock: { now: number; advance(ms: number): void }
@@ -108,7 +112,9 @@ export async function startMeterd(t: Teardown, opts: StartOptions = {}): Promise
     dataDir,
     logs,
     clock,
-    async key({ team = 'team-a', account = 'acct-1', scopes = ['metering:write', 'analytics:read', 'platform:read', 'platform:write'], tenant, environment } = {}) {
+    async key({ team, account, scopes = ['metering:write', 'analytics:read', 'platform:read', 'platform:write'], tenant, environment } = {}) {
+      team ??= account === undefined ? 'team-a' : `${account}-team`
+      account ??= 'acct-1'
       const ks = new KeyStore(service.store)
       const { key } = await ks.create({ team, account, scopes, tenant, environment })
       return key

@@ -86,7 +86,7 @@ t.test('a charge whose transactionId is stored for another record moves nothing 
   const agg = new ToolAggregates(store)
   const el: PricingElement = { name: 'n', aggregationType: 'COUNT', tiersMode: 'volume', unitPrice: '1', tiers: [] }
   const HOUR = 3_600_000
-  const charge = { recordId: 'r1', transaction: { account: 'acct', id: 'tx-1' }, scope: ['s'], elements: [el], usageMetadata: undefined }
+  const charge = { recordId: 'r1', transaction: { team: 'team-a', id: 'tx-1' }, scope: ['s'], elements: [el], usageMetadata: undefined }
   const [first] = await agg.apply([charge], 0, 24 * HOUR)
   t.same(first.parts, { n: '1' })
   // The record r1 is stored under tx-1 (by another process, say), with the cost it was given.

@@ -19,6 +19,7 @@ function mountProbe(m: Meterd): void {
   m.service.http.route({
     method: 'GET',
     path: PROBE,
+    bucket: 'platform',
     scope: 'platform:read',
     handler: (ctx) => {
       const status = Number(ctx.query.get('status') ?? 200)

@@ -27,8 +27,8 @@ export interface Applied {
 /** One tool event to apply: its aggregate key prefix (scope + period) and the tool's elements. */
 export interface ToolCharge {
   recordId: string
-  /** The event's account and transactionId, when it has one: a duplicate of a stored record never counts. */
-  transaction?: { account: string; id: string }
+  /** The event's team and transactionId, when it has one: a duplicate of a stored record never counts. */
+  transaction?: { team: string; id: string }
   /** [team, ...scope values, toolId, period]. */
   scope: string[]
   elements: PricingElement[]
@@ -114,7 +114,7 @@ export class ToolAggregates {
   private storedTwin(c: ToolCharge, windowMs: number, now: number): Applied | undefined {
     if (!c.transaction) return undefined
     const usage = this.store.usage
-    const id = usage.findDuplicate(c.transaction.account, 'tool', c.transaction.id, windowMs, now)
+    const id = usage.findDuplicate(c.transaction.team, 'tool', c.transaction.id, windowMs, now)
     if (id === undefined || id === c.recordId) return undefined
     const cost = usage.get(id)?.cost
     return { parts: { ...cost?.parts }, quantities: { ...cost?.quantities } }

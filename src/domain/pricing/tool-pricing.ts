@@ -40,7 +40,7 @@ export function toolCharge(r: ToolRecord, tool: Tool, o: ToolPricingOptions): To
   const tx = r.body.transactionId
   return {
     recordId: r.id,
-    transaction: typeof tx === 'string' && tx !== '' ? { account: r.caller.account, id: tx } : undefined,
+    transaction: typeof tx === 'string' && tx !== '' ? { team: r.caller.team, id: tx } : undefined,
     // The scope's own shape leads the key, so changing `scope` starts new aggregates, never mixes them.
     scope: [scopeShape(o.scope), ...o.scope.map((d) => dimension(r, d)), tool.toolId, periodOf(r.eventTime, o.billingPeriod)],
     elements: tool.pricing.elements,

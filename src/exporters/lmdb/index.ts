@@ -50,7 +50,7 @@ export class LmdbExporter implements ConsumingComponent {
       dedupWindowMs: batch.ctx.dedupWindowMs ?? this.config.retention_hours * 3_600_000,
       now,
       idempotency: idem && batch.ctx.caller
-        ? { account: batch.ctx.caller.account, key: idem.key, bodyHash: idem.bodyHash, at: now, response: idem.response }
+        ? { team: batch.ctx.caller.team, key: idem.key, bodyHash: idem.bodyHash, at: now, response: idem.response }
         : undefined,
     }
     // The records go in the request's write unit, after the steps of the processors before us.

@@ -1,7 +1,7 @@
 import type { Host } from '../../core/component.js'
 import { toResource } from '../../model/resource.js'
 import type { UsageKind } from '../../model/usage-record.js'
-import { checkTeam, halPage, paging, timeParam } from '../../transport/http/query.js'
+import { checkTeam, halPage, idParam, paging, timeParam } from '../../transport/http/query.js'
 import type { RequestContext } from '../../transport/http/server.js'
 
 /** The HAL list name clients read (wire-contract §2.3: `_embedded.aICompletionMetricResourceList`). */
@@ -10,14 +10,12 @@ const LIST_NAME: Record<UsageKind, string> = { completion: 'aICompletionMetricRe
 function list(host: Host, ctx: RequestContext, kind: UsageKind) {
   const team = checkTeam(ctx)
   const { page, size } = paging(ctx)
-  const opt = (name: string) => ctx.query.get(name) || undefined
   const { records, total } = host.store.usage.list({
-    account: ctx.principal!.account,
     team,
     kind,
-    transactionId: opt('transactionId'),
-    traceId: opt('traceId'),
-    toolId: kind === 'tool' ? opt('toolId') : undefined,
+    transactionId: idParam(ctx, 'transactionId'),
+    traceId: idParam(ctx, 'traceId'),
+    toolId: kind === 'tool' ? idParam(ctx, 'toolId') : undefined,
     from: timeParam(ctx, 'from'),
     to: timeParam(ctx, 'to'),
     page,
@@ -31,6 +29,6 @@ function list(host: Host, ctx: RequestContext, kind: UsageKind) {
 
 export function mountReadRoutes(host: Host): void {
   const base = `/${host.server.api_prefix}/v2/api/sources/metrics`
-  host.http.route({ method: 'GET', path: `${base}/ai/completions`, scope: 'analytics:read', handler: (ctx) => list(host, ctx, 'completion') })
-  host.http.route({ method: 'GET', path: `${base}/tool/events`, scope: 'analytics:read', handler: (ctx) => list(host, ctx, 'tool') })
+  host.http.route({ method: 'GET', path: `${base}/ai/completions`, bucket: 'analytics', scope: 'analytics:read', handler: (ctx) => list(host, ctx, 'completion') })
+  host.http.route({ method: 'GET', path: `${base}/tool/events`, bucket: 'analytics', scope: 'analytics:read', handler: (ctx) => list(host, ctx, 'tool') })
 }

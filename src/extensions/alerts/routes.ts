@@ -67,7 +67,7 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
   const { host, store, evaluator } = d
   const base = `/${host.server.api_prefix}/v2/api/sources/ai/anomaly`
   const route = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, scope: 'platform:read' | 'platform:write', handler: (ctx: RequestContext) => Promise<Reply> | Reply) =>
-    host.http.route({ method, path: base + path, scope, handler })
+    host.http.route({ method, path: base + path, bucket: 'platform', scope, handler })
   const load = (ctx: RequestContext): AlertRule => {
     const rule = store.getForTeam(ctx.params.id, checkTeam(ctx))
     if (!rule) throw notFound(`no alert rule ${ctx.params.id}`, 'id')

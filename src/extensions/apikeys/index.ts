@@ -1,7 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
 import { ApiError } from '../../core/errors.js'
-import type { Authenticator, Principal, RequestContext } from '../../transport/http/server.js'
+import { presentedKey, type AdmissionRequest, type Authenticator, type Principal } from '../../transport/admission/index.js'
+import { resolveKeyRoute } from './resolve-key.js'
 import { KeyStore, type ApiKeyRecord } from './key-store.js'
 
 const schema = Type.Object(
@@ -17,19 +18,6 @@ const missing = (): ApiError =>
   new ApiError(401, 'authentication_error', 'missing_api_key', 'an API key is required: send it in x-api-key or Authorization: Bearer')
 const unknown = (): ApiError => new ApiError(401, 'authentication_error', 'invalid_api_key', 'the API key is not valid')
 
-/** Reads `x-api-key`, else `Authorization: Bearer <key>`. */
-export function presentedKey(ctx: RequestContext): string | undefined {
-  const h = ctx.req.headers
-  const x = h['x-api-key']
-  if (typeof x === 'string' && x.trim()) return x.trim()
-  const auth = h.authorization
-  if (typeof auth === 'string') {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth)
-    if (m) return m[1]
-  }
-  return undefined
-}
-
 export class ApiKeys implements Component, Authenticator {
   keys?: KeyStore
   /** One principal per cached key record, so an authenticated request allocates nothing. */
@@ -39,7 +27,8 @@ export class ApiKeys implements Component, Authenticator {
 
   async start(host: Host): Promise<void> {
     this.keys = new KeyStore(host.store)
-    host.http.setAuthenticator(this)
+    host.admission.setAuthenticator(this)
+    host.http.route(resolveKeyRoute)
     if (this.config.bootstrap && this.keys.isEmpty()) {
       const { key, record } = await this.keys.create({
         team: 'default',
@@ -56,8 +45,8 @@ export class ApiKeys implements Component, Authenticator {
     }
   }
 
-  authenticate(ctx: RequestContext): Principal | ApiError {
-    const key = presentedKey(ctx)
+  authenticate(req: AdmissionRequest): Principal | ApiError {
+    const key = presentedKey(req)
     if (!key) return missing()
     const r = this.keys?.lookup(key)
     if (!r) return unknown()

@@ -1,7 +1,6 @@
 import { hash, randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
-import type { Scope } from '../../transport/http/server.js'
-import { SCOPES } from '../../transport/http/server.js'
+import { SCOPES, type Scope } from '../../transport/admission/index.js'
 import type { Store } from '../../store/store.js'
 
 /** An API key as stored: never the key itself, only its SHA-256. */
@@ -20,6 +19,7 @@ export interface ApiKeyRecord {
 }
 
 export interface NewKey {
+  /** Defaults to the account the team already belongs to, else `default`. */
   account?: string
   tenant?: string
   team: string
@@ -29,6 +29,15 @@ export interface NewKey {
   /** Use this key instead of generating one (bootstrap from the environment). */
   key?: string
 }
+
+/** How a new key's account was chosen: given, the team's own, or the default for a new team. */
+export type AccountChoice = 'given' | 'team' | 'default'
+
+/**
+ * Names of accounts, tenants, teams and environments: 1 to 255 characters without control
+ * characters. Dedup, replay and every index key hold the team name (src/model/identifiers.ts).
+ */
+const NAME = /^[^\u0000-\u001f\u007f]{1,255}$/
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 
@@ -80,9 +89,22 @@ export class KeyStore {
     this.meta.put(GENERATION, (this.meta.get(GENERATION) ?? 0) + 1)
   }
 
-  /** Creates a key and returns it: the only time the key itself exists outside the caller. */
-  async create(k: NewKey): Promise<{ key: string; record: ApiKeyRecord }> {
+  /** The account a team belongs to: that of its keys (revoked ones included), if it has any. */
+  accountOf(team: string): string | undefined {
+    for (const { value } of this.byHash.getRange({})) if (value.team === team) return value.account
+    return undefined
+  }
+
+  /**
+   * Creates a key and returns it: the only time the key itself exists outside the caller. A team
+   * belongs to one account (docs/architecture.md, Identity): a key for a team already used under
+   * another account is refused.
+   */
+  async create(k: NewKey): Promise<{ key: string; record: ApiKeyRecord; account: AccountChoice }> {
     const tenant = k.tenant ?? 'default'
+    const environment = k.environment ?? 'production'
+    for (const [what, v] of [['team', k.team], ['account', k.account], ['tenant', tenant], ['environment', environment]] as const)
+      if (v !== undefined && !NAME.test(v)) throw new Error(`the ${what} name must be 1 to 255 characters without control characters`)
     // `hak_<tenant>_<secret>`: the classic shape, which real middleware insists on.
     const key = k.key ?? `hak_${tenant.replace(/[^A-Za-z0-9]/g, '').slice(0, 16) || 't'}_${randomToken(32)}`
     const record: ApiKeyRecord = {
@@ -91,21 +113,29 @@ export class KeyStore {
       account: k.account ?? 'default',
       tenant,
       team: k.team,
-      environment: k.environment ?? 'production',
+      environment,
       scopes: [...k.scopes],
       created: new Date().toISOString(),
       prefix: key.slice(0, Math.min(12, key.length - 4)),
     }
+    let choice: AccountChoice = k.account === undefined ? 'default' : 'given'
     const digest = hashKey(key)
     await this.store.durable(
       this.byHash.transaction(() => {
         if (this.byHash.get(digest)) throw new Error('this key already exists')
+        const owner = this.accountOf(k.team)
+        if (owner !== undefined && k.account === undefined) {
+          record.account = owner
+          choice = 'team'
+        } else if (owner !== undefined && owner !== record.account) {
+          throw new Error(`team "${k.team}" belongs to account "${owner}": a team belongs to one account (leave out --account, or pass --account ${owner})`)
+        }
         this.byHash.put(digest, record)
         this.ids.put(record.id, digest)
         this.bump()
       }),
     )
-    return { key, record }
+    return { key, record, account: choice }
   }
 
   /** The live key record for a presented key; unknown and revoked keys are never cached. */

@@ -153,7 +153,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
   const { host, store, engine } = d
   const base = `/${host.server.api_prefix}/v2/api/export-configurations`
   const route = (method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE', path: string, scope: 'platform:read' | 'platform:write', handler: (ctx: RequestContext) => Promise<Reply> | Reply) =>
-    host.http.route({ method, path: base + path, scope, handler })
+    host.http.route({ method, path: base + path, bucket: 'platform', scope, handler })
   const load = (ctx: RequestContext): ExportConfiguration => {
     const c = store.getForTeam(ctx.params.id, checkTeam(ctx))
     if (!c) throw notFound(`no export configuration ${ctx.params.id}`, 'id')

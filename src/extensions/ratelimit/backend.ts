@@ -1,4 +1,4 @@
-import type { RateLimitBucket } from '../../transport/http/buckets.js'
+import type { RateLimitBucket } from '../../transport/admission/index.js'
 
 /**
  * Who is counted: `a:<account>` for an authenticated caller, `ip:<address>` for an

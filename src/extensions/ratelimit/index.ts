@@ -2,8 +2,7 @@ import type { Counter } from 'prom-client'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
 import { ApiError, toApiError } from '../../core/errors.js'
 import { sharedCounter } from '../../core/telemetry.js'
-import type { RateLimitBucket } from '../../transport/http/buckets.js'
-import type { AdmissionHook, RequestContext } from '../../transport/http/server.js'
+import type { AdmissionHook, AdmissionRequest, RateLimitBucket } from '../../transport/admission/index.js'
 import type { CallerKey, ErrorPatternRules, Hit, RateLimitBackend } from './backend.js'
 import { RateLimitSchema, type BucketLimits, type RateLimitConfig } from './config.js'
 import { MemoryBackend } from './memory.js'
@@ -68,7 +67,7 @@ export class RateLimiter implements Component, AdmissionHook {
     } else {
       this.backend = new MemoryBackend(this.rules)
     }
-    host.http.addAdmissionHook(this)
+    host.admission.addHook(this)
   }
 
   async shutdown(): Promise<void> {
@@ -82,10 +81,10 @@ export class RateLimiter implements Component, AdmissionHook {
     return (this.accounts.get(account) ?? this.config.limits)[bucket]
   }
 
-  admit(ctx: RequestContext): ApiError | undefined | Promise<ApiError | undefined> {
+  admit(req: AdmissionRequest): ApiError | undefined | Promise<ApiError | undefined> {
     const backend = this.backend
-    const bucket = ctx.bucket
-    const principal = ctx.principal
+    const bucket = req.bucket
+    const principal = req.principal
     if (!backend || bucket === null || !principal) return undefined
     const limit = this.limitOf(principal.account, bucket)
     const now = this.host!.now()
@@ -93,7 +92,7 @@ export class RateLimiter implements Component, AdmissionHook {
     // When the backend cannot decide (redis down, fail_open false) the answer still says which
     // bucket and window it is about, with nothing left to spend.
     const unavailable = (err: unknown): ApiError => {
-      this.setHeaders(ctx, bucket, limit, window, 0)
+      this.setHeaders(req, bucket, limit, window, 0)
       return toApiError(err)
     }
     let hit: Hit | Promise<Hit>
@@ -102,16 +101,16 @@ export class RateLimiter implements Component, AdmissionHook {
     } catch (err) {
       return unavailable(err)
     }
-    if (hit instanceof Promise) return hit.then((h) => this.decide(ctx, bucket, limit, window, now, h), unavailable)
-    return this.decide(ctx, bucket, limit, window, now, hit)
+    if (hit instanceof Promise) return hit.then((h) => this.decide(req, bucket, limit, window, now, h), unavailable)
+    return this.decide(req, bucket, limit, window, now, hit)
   }
 
   /** An unauthenticated caller whose IP is blocked gets the 429 instead of its 401. */
-  admitUnauthenticated(ctx: RequestContext): ApiError | undefined | Promise<ApiError | undefined> {
+  admitUnauthenticated(req: AdmissionRequest): ApiError | undefined | Promise<ApiError | undefined> {
     const backend = this.backend
-    if (!backend || !this.config.error_pattern.enabled || ctx.bucket === null) return undefined
+    if (!backend || !this.config.error_pattern.enabled || req.bucket === null) return undefined
     const now = this.host!.now()
-    const bucket = ctx.bucket
+    const bucket = req.bucket
     const refuse = (until: number): ApiError | undefined => {
       if (until <= now) return undefined
       this.outcomes[bucket]['error-pattern'].inc()
@@ -119,22 +118,22 @@ export class RateLimiter implements Component, AdmissionHook {
     }
     let until: number | Promise<number>
     try {
-      until = backend.blockedUntil(this.ipCaller(ctx), now)
+      until = backend.blockedUntil(this.ipCaller(req), now)
     } catch (err) {
       return toApiError(err)
     }
     return until instanceof Promise ? until.then(refuse, () => undefined) : refuse(until)
   }
 
-  observe(ctx: RequestContext, status: number): void {
+  observe(req: AdmissionRequest, status: number): void {
     if (status < 400 || status >= 500 || status === 429) return
     if (!this.backend || !this.config.error_pattern.enabled) return
-    const caller = ctx.principal ? `a:${ctx.principal.account}` : this.ipCaller(ctx)
+    const caller = req.principal ? `a:${req.principal.account}` : this.ipCaller(req)
     this.backend.recordError(caller, this.host!.now())
   }
 
-  private decide(ctx: RequestContext, bucket: RateLimitBucket, limit: number, window: number, now: number, hit: Hit): ApiError | undefined {
-    this.setHeaders(ctx, bucket, limit, window, hit.count >= limit ? 0 : limit - hit.count)
+  private decide(req: AdmissionRequest, bucket: RateLimitBucket, limit: number, window: number, now: number, hit: Hit): ApiError | undefined {
+    this.setHeaders(req, bucket, limit, window, hit.count >= limit ? 0 : limit - hit.count)
     if (hit.blockedUntil > now) {
       this.outcomes[bucket]['error-pattern'].inc()
       return errorPattern(hit.blockedUntil - now)
@@ -147,22 +146,21 @@ export class RateLimiter implements Component, AdmissionHook {
     return undefined
   }
 
-  private setHeaders(ctx: RequestContext, bucket: RateLimitBucket, limit: number, window: number, remaining: number): void {
-    const headers = ctx.responseHeaders
+  private setHeaders(req: AdmissionRequest, bucket: RateLimitBucket, limit: number, window: number, remaining: number): void {
+    const headers = req.responseHeaders
     headers['x-ratelimit-limit'] = String(limit)
     headers['x-ratelimit-remaining'] = String(remaining)
     headers['x-ratelimit-reset'] = String(window + 1)
     headers['x-ratelimit-bucket'] = bucket
   }
 
-  private ipCaller(ctx: RequestContext): CallerKey {
+  private ipCaller(req: AdmissionRequest): CallerKey {
     const header = this.config.client_ip_header
     if (header !== undefined) {
-      const v = ctx.req.headers[header.toLowerCase()]
-      const first = (Array.isArray(v) ? v[0] : v)?.split(',')[0]?.trim()
+      const first = req.header(header.toLowerCase())?.split(',')[0]?.trim()
       if (first) return `ip:${first}`
     }
-    return `ip:${ctx.ip}`
+    return `ip:${req.ip}`
   }
 }
 

@@ -1,4 +1,4 @@
-import type { RateLimitBucket } from '../../transport/http/buckets.js'
+import type { RateLimitBucket } from '../../transport/admission/index.js'
 import { nextCooldown, type CallerKey, type ErrorPatternRules, type Hit, type RateLimitBackend } from './backend.js'
 
 interface Counter {

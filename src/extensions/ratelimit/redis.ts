@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { ApiError } from '../../core/errors.js'
-import type { RateLimitBucket } from '../../transport/http/buckets.js'
+import type { RateLimitBucket } from '../../transport/admission/index.js'
 import type { CallerKey, ErrorPatternRules, Hit, RateLimitBackend } from './backend.js'
 import type { RedisConfig } from './config.js'
 import { MemoryBackend } from './memory.js'

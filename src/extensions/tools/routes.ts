@@ -1,8 +1,9 @@
 import type { Host } from '../../core/component.js'
 import { notFound } from '../../core/errors.js'
 import { toResource } from '../../model/resource.js'
-import { checkTeam, halPage, paging, timeParam } from '../../transport/http/query.js'
-import type { Reply, RequestContext } from '../../transport/http/server.js'
+import { withoutOwnIdentity } from '../../model/identity.js'
+import { checkTeam, halPage, idParam, paging, timeParam } from '../../transport/http/query.js'
+import type { Reply, RequestContext, Route } from '../../transport/http/server.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import type { ToolRegistry } from '../../domain/tools/registry.js'
 import { toToolResource, type Tool } from '../../domain/tools/tool.js'
@@ -29,7 +30,7 @@ function listUnpriced(host: Host, ctx: RequestContext): Reply {
   const { page, size } = paging(ctx)
   const from = timeParam(ctx, 'from')
   const to = timeParam(ctx, 'to')
-  const toolId = ctx.query.get('toolId') || undefined
+  const toolId = idParam(ctx, 'toolId')
   const { index, records } = host.store.usage
   const out: UsageRecord[] = []
   let total = 0
@@ -56,13 +57,15 @@ export function mountToolRoutes(host: Host, reg: ToolRegistry): void {
     if (!t) throw notFound(`no tool with ${what}`)
     return { status: 200, body: toToolResource(t) }
   }
-  const route = host.http.route.bind(host.http)
+  const route = (r: Omit<Route, 'bucket'>) => host.http.route({ ...r, bucket: 'platform' })
+  // The caller's team is the key's: a body may repeat it (the CLI sends teamId), never name another (403).
+  const toolBody = async (ctx: RequestContext) => withoutOwnIdentity(await ctx.json(), ctx.principal!)
   route({ method: 'GET', path: base, scope: 'platform:read', handler: (ctx) => listTools(reg, ctx) })
   route({
     method: 'POST',
     path: base,
     scope: 'platform:write',
-    handler: async (ctx) => ({ status: 201, body: toToolResource(await reg.create(checkTeam(ctx), await ctx.json(), now())) }),
+    handler: async (ctx) => ({ status: 201, body: toToolResource(await reg.create(checkTeam(ctx), await toolBody(ctx), now())) }),
   })
   route({ method: 'GET', path: `${base}/unpriced-events`, scope: 'platform:read', handler: (ctx) => listUnpriced(host, ctx) })
   route({
@@ -79,7 +82,7 @@ export function mountToolRoutes(host: Host, reg: ToolRegistry): void {
     handler: async (ctx) => {
       const team = checkTeam(ctx)
       if (!reg.get(team, id(ctx))) throw notFound(`no tool with id ${id(ctx)}`)
-      return { status: 200, body: toToolResource(await reg.update(team, id(ctx), await ctx.json(), now())) }
+      return { status: 200, body: toToolResource(await reg.update(team, id(ctx), await toolBody(ctx), now())) }
     },
   })
   route({

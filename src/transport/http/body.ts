@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer'
 import type { IncomingMessage } from 'node:http'
 import { createGunzip, createInflate, type Gunzip, type Inflate } from 'node:zlib'
 import { ApiError, invalid } from '../../core/errors.js'
@@ -61,17 +62,55 @@ export function isJsonContentType(header: string | undefined): boolean {
   return mime === 'application/json' || (mime.startsWith('application/') && mime.endsWith('+json'))
 }
 
-/** Parses JSON, refusing input nested deeper than `maxDepth` (before it can reach recursive code). */
+/**
+ * The charset a JSON content type names when it is not UTF-8 (which RFC 8259 makes JSON's only
+ * encoding on the wire), else undefined. `charset=utf-8` is what the Go SDK sends.
+ */
+export function jsonCharsetProblem(header: string | undefined): string | undefined {
+  if (header === undefined || header.indexOf(';') === -1) return undefined
+  for (const param of header.split(';').slice(1)) {
+    const eq = param.indexOf('=')
+    if (eq === -1 || param.slice(0, eq).trim().toLowerCase() !== 'charset') continue
+    const charset = param.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase()
+    if (charset !== 'utf-8' && charset !== 'utf8') return charset
+  }
+  return undefined
+}
+
+/**
+ * Parses JSON, refusing input nested deeper than `maxDepth` (before it can reach recursive code),
+ * bytes that are not UTF-8 and strings holding a lone surrogate (`"\ud800"`): neither can be
+ * stored as the text the client meant (each would become U+FFFD).
+ */
 export function parseJson(buf: Buffer, maxDepth: number): unknown {
+  if (!isUtf8(buf)) throw invalid('invalid_unicode', 'the body is not valid UTF-8')
   const text = buf.toString('utf8')
   if (exceedsDepth(text, maxDepth)) {
     throw invalid('nesting_too_deep', `JSON nested deeper than ${maxDepth} levels`)
   }
+  let value: unknown
   try {
-    return JSON.parse(text)
+    value = JSON.parse(text)
   } catch (err) {
     throw invalid('malformed_json', `the body is not valid JSON: ${(err as Error).message}`)
   }
+  // Only a \uD800–\uDFFF escape can make a lone surrogate (the bytes were checked above), and
+  // bodies rarely hold one: the strings are walked only then.
+  if (text.indexOf('\\u') !== -1 && SURROGATE_ESCAPE.test(text) && !wellFormed(value)) throw invalid('invalid_unicode', 'a JSON string holds a lone UTF-16 surrogate (\\uD800–\\uDFFF without its pair)')
+  return value
+}
+
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/
+// String.prototype.isWellFormed is in Node 20 but not in the ES2022 lib the build targets.
+const isWellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed()
+
+/** Every string (and key) in a parsed value is well-formed UTF-16 (the depth was limited before parsing). */
+function wellFormed(v: unknown): boolean {
+  if (typeof v === 'string') return isWellFormed(v)
+  if (typeof v !== 'object' || v === null) return true
+  if (Array.isArray(v)) return v.every(wellFormed)
+  for (const k in v) if (!isWellFormed(k) || !wellFormed((v as Record<string, unknown>)[k])) return false
+  return true
 }
 
 /** A linear scan of brackets outside strings; cheap next to JSON.parse itself. */

@@ -1,4 +1,5 @@
 import { ApiError, invalid } from '../../core/errors.js'
+import { idTooLong, MAX_ID_LENGTH } from '../../model/identifiers.js'
 import { isDateTime } from '../../model/schemas.js'
 import type { RequestContext } from './server.js'
 
@@ -23,6 +24,14 @@ export function paging(ctx: RequestContext): { page: number; size: number } {
     return n
   }
   return { page: int('page', 0, 0, 1_000_000), size: int('size', 20, 1, MAX_PAGE_SIZE) }
+}
+
+/** An identifier filter (transactionId, traceId, toolId), or undefined when absent; checked before any store sees it. */
+export function idParam(ctx: RequestContext, name: string): string | undefined {
+  const v = ctx.query.get(name)
+  if (v === null || v === '') return undefined
+  if (idTooLong(v)) throw invalid('invalid_parameter', `${name} must be at most ${MAX_ID_LENGTH} characters`, name)
+  return v
 }
 
 /** An ISO-8601 query parameter as UTC ISO with milliseconds, or undefined when absent. */

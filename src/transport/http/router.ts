@@ -1,18 +1,47 @@
-import type { Handler, Route } from './server.js'
+import type { RateLimitBucket } from '../admission/index.js'
+import type { Route } from './server.js'
+
+/** A route found for a request: the route and its path parameters. */
+export interface Match {
+  readonly route: Route
+  readonly params: Record<string, string>
+}
+
+/**
+ * No route for a request. Answered after admission, like a route of the same place would be:
+ * `bucket` is what the request counts against (null: no key needed), `allow` the methods the
+ * path has (405) — so a request without a valid key learns nothing about which paths exist.
+ */
+export interface Miss {
+  readonly route: undefined
+  readonly status: 404 | 405
+  readonly bucket: RateLimitBucket | null
+  /** The `Allow` header of a 405. */
+  readonly allow: string
+}
 
 interface Node {
   statics: Map<string, Node>
   param?: { name: string; node: Node }
   handlers: Map<string, Route>
+  /** The 405 of this path, rebuilt when a method is added. */
+  notAllowed?: Miss
 }
 
 const newNode = (): Node => ({ statics: new Map(), handlers: new Map() })
+const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, string>
 
-/** A segment trie: static segments win over `:param` segments. */
+/**
+ * A segment trie: static segments win over `:param` segments. Beside the routes it holds the
+ * path families (SPEC "Families of paths that exist"), which decide how a path that matches no
+ * route is admitted.
+ */
 export class Router {
   private readonly root = newNode()
-  /** Routes without parameters by `METHOD /path`: the ingest routes, found without splitting the path. */
-  private readonly exact = new Map<string, Route>()
+  /** Routes without parameters by `METHOD /path`: the ingest routes, found without splitting the path or allocating. */
+  private readonly exact = new Map<string, Match>()
+  private readonly families: { prefix: string; under: string; miss: Miss }[] = []
+  private readonly outside: Miss = Object.freeze({ route: undefined, status: 404, bucket: null, allow: '' })
 
   add(route: Route): void {
     let node = this.root
@@ -31,19 +60,35 @@ export class Router {
     }
     if (node.handlers.has(route.method)) throw new Error(`route ${route.method} ${route.path} is mounted twice`)
     node.handlers.set(route.method, route)
-    if (!segs.some((seg) => seg.startsWith(':'))) this.exact.set(`${route.method} /${segs.join('/')}`, route)
+    const methods = [...node.handlers.keys()]
+    if (methods.includes('GET')) methods.push('HEAD')
+    // One path, one bucket: the first route of a path decides its 405s.
+    const bucket = node.handlers.values().next().value!.bucket
+    node.notAllowed = Object.freeze({ route: undefined, status: 405, bucket, allow: methods.join(', ') })
+    if (!segs.some((seg) => seg.startsWith(':'))) this.exact.set(`${route.method} /${segs.join('/')}`, { route, params: NO_PARAMS })
   }
 
-  /** The route for method+path, `405` when the path exists with other methods, else undefined. */
-  find(method: string, path: string): { route: Route; params: Record<string, string> } | 405 | undefined {
+  /**
+   * A family of paths (`/meter/v2` and everything under it): a path under it that matches no
+   * route counts against `bucket` and needs a key before it is answered 404.
+   */
+  family(prefix: string, bucket: RateLimitBucket): void {
+    this.families.push({ prefix, under: prefix + '/', miss: Object.freeze({ route: undefined, status: 404, bucket, allow: '' }) })
+  }
+
+  /** The route for method+path, or how to answer a path without one. */
+  find(method: string, path: string): Match | Miss {
     // A static segment always wins over a parameter, so an exact hit is what the walk would find.
     const exact = this.exact.get(`${method} ${path}`)
-    if (exact) return { route: exact, params: {} }
+    if (exact) return exact
     const params: Record<string, string> = {}
     const node = walk(this.root, split(path), 0, params)
-    if (!node || node.handlers.size === 0) return undefined
-    const route = node.handlers.get(method) ?? (method === 'HEAD' ? node.handlers.get('GET') : undefined)
-    return route ? { route, params } : 405
+    if (node && node.handlers.size > 0) {
+      const route = node.handlers.get(method) ?? (method === 'HEAD' ? node.handlers.get('GET') : undefined)
+      return route ? { route, params } : node.notAllowed!
+    }
+    for (const f of this.families) if (path === f.prefix || path.startsWith(f.under)) return f.miss
+    return this.outside
   }
 }
 
@@ -73,5 +118,3 @@ function walk(node: Node, segs: string[], i: number, params: Record<string, stri
 function split(path: string): string[] {
   return path.split('/').filter(Boolean)
 }
-
-export type { Handler }

@@ -1,35 +1,25 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
-import { ApiError, toApiError } from '../../core/errors.js'
-import type { Caller } from '../../model/usage-record.js'
-import { isJsonContentType, parseJson, readBody } from './body.js'
-import { bucketFor, type RateLimitBucket } from './buckets.js'
-import { Router } from './router.js'
+import { ApiError, invalid, toApiError } from '../../core/errors.js'
+import type { Admission, AdmissionRequest, Principal, RateLimitBucket, Scope } from '../admission/index.js'
+import { jsonCharsetProblem, isJsonContentType, parseJson, readBody } from './body.js'
+import { pathFamilies } from './families.js'
+import { Router, type Match, type Miss } from './router.js'
 
-export type Scope = 'metering:write' | 'analytics:read' | 'platform:read' | 'platform:write' | 'admin'
-export const SCOPES: readonly Scope[] = ['metering:write', 'analytics:read', 'platform:read', 'platform:write', 'admin']
+export { SCOPES } from '../admission/index.js'
+export type { Principal, RateLimitBucket, Scope }
 
-/** The authenticated caller of a request: its key's identity and scopes. */
-export interface Principal extends Caller {
-  scopes: readonly Scope[]
-}
-
-export interface RequestContext {
+/** An HTTP request as handlers see it; admission reads it as an AdmissionRequest. */
+export interface RequestContext extends AdmissionRequest {
   readonly req: IncomingMessage
   readonly method: string
   readonly path: string
   readonly query: URLSearchParams
   params: Record<string, string>
-  readonly ip: string
-  /** The bucket the path is counted in; null for operations routes. */
-  readonly bucket: RateLimitBucket | null
-  principal?: Principal
-  /** Headers every answer to this request carries, whatever its status (rate-limit headers). */
-  readonly responseHeaders: Record<string, string>
   /** The body as bytes (decompressed, size-limited). */
   raw(): Promise<Buffer>
-  /** The body as JSON; 415 unless the content type is JSON, 400 when malformed. */
+  /** The body as JSON; 415 unless the content type is JSON in UTF-8, 400 when malformed. */
   json(): Promise<unknown>
 }
 
@@ -44,34 +34,16 @@ export interface Reply {
 
 export type Handler = (ctx: RequestContext) => Promise<Reply> | Reply
 
+/** A route declares how it is admitted where it is defined, as fastify's route options do. */
 export interface Route {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
   /** Segments, with `:name` for parameters. */
   path: string
-  /** The scope a key needs; `null` for public operations routes. */
+  /** The rate-limit bucket it counts against; null for public operations routes (no key). */
+  bucket: RateLimitBucket | null
+  /** The scope a key needs; null: any valid key (with a bucket) or none (without). */
   scope: Scope | null
   handler: Handler
-}
-
-export interface Authenticator {
-  /** The principal of a request, or an ApiError (401) when its key is missing or unknown. */
-  authenticate(ctx: RequestContext): Principal | ApiError
-}
-
-/**
- * A stage of admission that runs for every request that maps to a bucket, after
- * authentication and before routing (rate limiting plugs in here).
- */
-export interface AdmissionHook {
-  /** Refuse with an ApiError, or let the request through; may set ctx.responseHeaders. */
-  admit(ctx: RequestContext): ApiError | undefined | Promise<ApiError | undefined>
-  /**
-   * Consulted when authentication failed, before the 401 is answered: may refuse with
-   * another error instead (a 429 for a client IP blocked by error-pattern protection).
-   */
-  admitUnauthenticated?(ctx: RequestContext): ApiError | undefined | Promise<ApiError | undefined>
-  /** Sees the final status of every request of a bucket (for error-pattern accounting); ctx.principal is unset for 401s. */
-  observe?(ctx: RequestContext, status: number): void
 }
 
 export interface HttpServerOptions {
@@ -79,40 +51,36 @@ export interface HttpServerOptions {
   maxBodyBytes: number
   maxJsonDepth: number
   logger: Logger
+  admission: Admission
 }
 
+/** Ids in paths are short (meterd's own are under 300 characters); a longer one is refused before any store sees it. */
+const MAX_PATH_PARAM_BYTES = 512
+
 /**
- * The one listener of the base URL. Components mount routes on it; admission
- * (authenticate → admission hooks → scope → route) runs once here for every route.
+ * The one listener of the base URL. Components mount routes on it; every request is admitted
+ * once (src/transport/admission), then routed to its handler.
  */
 export class HttpServer {
   private readonly router = new Router()
-  private readonly hooks: AdmissionHook[] = []
-  private authenticator?: Authenticator
   private server?: Server
   private inFlight = 0
 
-  constructor(readonly opts: HttpServerOptions) {}
+  constructor(readonly opts: HttpServerOptions) {
+    for (const [prefix, bucket] of pathFamilies(opts.apiPrefix)) this.router.family(prefix, bucket)
+  }
 
   route(route: Route): void {
+    if (route.bucket === undefined) throw new Error(`route ${route.method} ${route.path} declares no bucket (null for a public route)`)
+    if (route.scope !== null && route.bucket === null)
+      throw new Error(`route ${route.method} ${route.path}: a route that needs a key counts against a bucket`)
     this.router.add(route)
-  }
-
-  setAuthenticator(a: Authenticator): void {
-    this.authenticator = a
-  }
-
-  addAdmissionHook(hook: AdmissionHook): void {
-    this.hooks.push(hook)
-  }
-
-  get hasAuthenticator(): boolean {
-    return this.authenticator !== undefined
   }
 
   async listen(endpoint: string): Promise<AddressInfo> {
     const { host, port } = parseEndpoint(endpoint)
-    const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 60_000 }, (req, res) => {
+    // requireHostHeader off: a request without Host is answered by handle(), in the error shape.
+    const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 60_000, requireHostHeader: false }, (req, res) => {
       void this.handle(req, res)
     })
     // Malformed HTTP never reaches a handler; answer it in the error shape and move on.
@@ -158,9 +126,9 @@ export class HttpServer {
       let path = q === -1 ? url : url.slice(0, q)
       if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1)
       const method = req.method ?? 'GET'
-      ctx = new Ctx(req, method, path, q === -1 ? '' : url.slice(q + 1), bucketFor(path, this.opts.apiPrefix), this.opts)
-      const reply = await this.admitAndRoute(ctx)
-      this.send(res, ctx, reply)
+      const found = this.router.find(method, path)
+      ctx = new Ctx(req, method, path, q === -1 ? '' : url.slice(q + 1), found, this.opts)
+      this.send(res, ctx, await this.admitAndRoute(ctx, found))
     } catch (err) {
       const apiErr = toApiError(err)
       if (apiErr.status >= 500) this.opts.logger.error({ err, path: req.url }, 'request failed')
@@ -170,44 +138,33 @@ export class HttpServer {
     }
   }
 
-  private async admitAndRoute(ctx: Ctx): Promise<Reply> {
-    const found = this.router.find(ctx.method, ctx.path)
-    if (ctx.bucket !== null) {
-      const who = this.authenticator?.authenticate(ctx) ??
-        new ApiError(401, 'authentication_error', 'no_authenticator', 'no authenticator extension is configured')
-      if (who instanceof ApiError) {
-        for (const hook of this.hooks) {
-          const refused = await hook.admitUnauthenticated?.(ctx)
-          if (refused) return errorReply(refused)
-        }
-        return errorReply(who)
+  private async admitAndRoute(ctx: Ctx, found: Match | Miss): Promise<Reply> {
+    // HTTP/1.1 requires Host (RFC 9112 §3.2); Node would answer its absence with an empty 400.
+    if (ctx.req.headers.host === undefined && ctx.req.httpVersionMinor >= 1 && ctx.req.httpVersionMajor === 1)
+      return errorReply(invalid('missing_host', 'an HTTP/1.1 request must carry a Host header', 'Host'))
+    const admitted = this.opts.admission.admit(ctx)
+    const refused = admitted instanceof Promise ? await admitted : admitted
+    if (refused) return errorReply(refused)
+    if (found.route === undefined) {
+      if (found.status === 405) {
+        const err = new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}; allowed: ${found.allow}`, {
+          headers: { allow: found.allow },
+        })
+        return errorReply(err)
       }
-      ctx.principal = who
-      for (const hook of this.hooks) {
-        const refused = await hook.admit(ctx)
-        if (refused) return errorReply(refused)
-      }
-    }
-    if (found === undefined) {
       return errorReply(new ApiError(404, 'not_found_error', 'route_not_found', `no route ${ctx.method} ${ctx.path}`))
     }
-    if (found === 405) {
-      return errorReply(new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}`))
-    }
-    const { route, params } = found
-    if (route.scope !== null) {
-      const p = ctx.principal
-      if (!p) return errorReply(new ApiError(401, 'authentication_error', 'missing_api_key', 'an API key is required'))
-      if (!p.scopes.includes(route.scope) && !p.scopes.includes('admin')) {
-        return errorReply(new ApiError(403, 'permission_error', 'insufficient_scope', `this key lacks the ${route.scope} scope`))
-      }
+    const params = found.params
+    for (const name in params) {
+      if (Buffer.byteLength(params[name]) > MAX_PATH_PARAM_BYTES)
+        return errorReply(invalid('invalid_parameter', `${name} is longer than any identifier meterd issues (at most ${MAX_PATH_PARAM_BYTES} bytes)`, name))
     }
     ctx.params = params
-    return route.handler(ctx)
+    return found.route.handler(ctx)
   }
 
   private send(res: ServerResponse, ctx: Ctx | undefined, reply: Reply): void {
-    if (ctx && ctx.bucket !== null) for (const hook of this.hooks) hook.observe?.(ctx, reply.status)
+    if (ctx) this.opts.admission.observe(ctx, reply.status)
     if (res.headersSent) return
     const headers: Record<string, string | number> = { ...(ctx?.responseHeaders ?? {}), ...(reply.headers ?? {}) }
     let payload: string | Buffer | undefined
@@ -232,6 +189,8 @@ class Ctx implements RequestContext {
   params: Record<string, string> = {}
   principal?: Principal
   readonly responseHeaders: Record<string, string> = {}
+  readonly bucket: RateLimitBucket | null
+  readonly scope: Scope | null
   private body?: Promise<Buffer>
   private parsedQuery?: URLSearchParams
 
@@ -240,9 +199,18 @@ class Ctx implements RequestContext {
     readonly method: string,
     readonly path: string,
     private readonly search: string,
-    readonly bucket: RateLimitBucket | null,
+    found: Match | Miss,
     private readonly opts: HttpServerOptions,
-  ) {}
+  ) {
+    // A path without a route is admitted like the routes of its place (router.ts, Miss).
+    this.bucket = found.route ? found.route.bucket : found.bucket
+    this.scope = found.route ? found.route.scope : null
+  }
+
+  header(name: string): string | undefined {
+    const v = this.req.headers[name]
+    return typeof v === 'string' ? v : v?.[0]
+  }
 
   /** Parsed on first use: ingest routes never read it. */
   get query(): URLSearchParams {
@@ -258,9 +226,15 @@ class Ctx implements RequestContext {
   }
 
   async json(): Promise<unknown> {
-    if (!isJsonContentType(this.req.headers['content-type'])) {
+    const type = this.req.headers['content-type']
+    if (!isJsonContentType(type)) {
       this.req.resume()
       throw new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'the body must be application/json')
+    }
+    const charset = jsonCharsetProblem(type)
+    if (charset !== undefined) {
+      this.req.resume()
+      throw new ApiError(415, 'invalid_request_error', 'unsupported_charset', `charset ${charset} is not supported: send JSON as UTF-8`, { param: 'Content-Type' })
     }
     const buf = await this.raw()
     if (buf.length === 0) throw new ApiError(400, 'invalid_request_error', 'empty_body', 'the request body is empty')

@@ -1,0 +1,209 @@
+import type { Batch, Consumer, StoredResponse } from '../../core/consumer.js'
+import { PermanentError, toApiError } from '../../core/errors.js'
+import { newId } from '../../core/ids.js'
+import type { ComponentMetrics } from '../../core/telemetry.js'
+import { idTooLong, MAX_ID_LENGTH } from '../../model/identifiers.js'
+import { withoutOwnIdentity } from '../../model/identity.js'
+import { EMPTY_ATTRIBUTION, type Caller, type UsageKind, type UsageRecord } from '../../model/usage-record.js'
+import type { DedupStore } from '../../ports/dedup.js'
+import { IdempotencyKeys, type IdempotencyKey } from './idempotency.js'
+import { inFlightFor, type InFlight } from './in-flight.js'
+
+/** One record a receiver decoded: its kind and the client's body (its `transactionId`, if any, dedups it). */
+export interface IngestItem {
+  kind: UsageKind
+  body: Record<string, unknown>
+}
+
+/** What a request's records came to. */
+export type Ingested =
+  /** Stored (or found stored): one id per item, in order, and the records' receive time. */
+  | { replayed?: undefined; ids: string[]; created: string }
+  /** An Idempotency-Key's stored answer, replayed. */
+  | { replayed: StoredResponse; ids?: undefined; created?: undefined }
+
+export interface IngestSettings {
+  /** The receiver's component id (BatchContext.receiver). */
+  receiver: string
+  /** How long a transactionId is remembered per team and kind; 0 turns transactionId dedup off. */
+  dedupWindowMs: number
+  /** How long an Idempotency-Key's answer is replayed. */
+  idempotencyTtlMs: number
+  /** The receiver's accepted / refused / failed counters. */
+  metrics: ComponentMetrics
+  now(): number
+}
+
+/** A record this request stores first; concurrent requests with its transactionId wait on it. */
+interface Owned {
+  index: number
+  resolve(id: string): void
+  reject(err: unknown): void
+}
+
+/**
+ * Ingest, shared by every receiver (DESIGN §3 Idempotency): the identity and identifiers of
+ * each item are checked before anything reaches the store; an Idempotency-Key replays its
+ * answer; each record with a transactionId is deduplicated per team and kind — against the
+ * store within the window, against requests in flight in this process (it waits for their
+ * outcome) and against earlier items of the same request; the rest go to the pipeline as one
+ * batch, answered once durable. The store checks again inside the commit (another process may
+ * have stored the transactionId since) and the answer carries the id it kept
+ * (BatchContext.duplicates), so an id answered is always an id stored.
+ */
+export class Ingest {
+  private readonly inFlight: InFlight
+  private readonly keys: IdempotencyKeys
+
+  constructor(private readonly store: DedupStore, private readonly next: Consumer<UsageRecord>, private readonly settings: IngestSettings) {
+    this.inFlight = inFlightFor(store)
+    this.keys = new IdempotencyKeys(store, this.inFlight, settings.idempotencyTtlMs)
+  }
+
+  /**
+   * Stores a request's records for `caller` (the key's identity) and resolves with the ids to
+   * answer, or the replay of an Idempotency-Key. `items` belongs to ingest after the call (their
+   * bodies lose identity fields that name the caller). Rejects with an ApiError (400 identifier,
+   * 403 identity, 409 Idempotency-Key) or the pipeline's ConsumerError; nothing was stored then.
+   */
+  async submit(caller: Caller, items: IngestItem[], idem?: IdempotencyKey): Promise<Ingested> {
+    try {
+      checkItems(caller, items)
+    } catch (err) {
+      this.settings.metrics.refused(items.length)
+      throw err
+    }
+    const now = this.settings.now()
+    if (idem === undefined) return this.store_(caller, items, now, undefined)
+    const replayed = this.keys.begin(caller.team, idem, now)
+    if (replayed) return { replayed }
+    try {
+      return await this.store_(caller, items, now, idem)
+    } finally {
+      this.keys.end(caller.team, idem)
+    }
+  }
+
+  private async store_(caller: Caller, items: IngestItem[], now: number, idem: IdempotencyKey | undefined): Promise<Ingested> {
+    const created = isoAt(now)
+    const windowMs = this.settings.dedupWindowMs
+    const ids: string[] = new Array(items.length)
+    const records: UsageRecord[] = []
+    const owned: Owned[] = []
+    const held: string[] = []
+    const waits: Promise<void>[] = []
+    // Items repeating an earlier item's transactionId take its id once that is final (after the
+    // commit). Rare, so these are made only when there is one.
+    let seen: Map<string, number> | undefined
+    let twins: [index: number, of: number][] | undefined
+    try {
+      for (let i = 0; i < items.length; i++) {
+        const { kind, body } = items[i]
+        const tx = body.transactionId
+        if (typeof tx !== 'string' || tx === '' || windowMs <= 0) {
+          records.push(newRecord((ids[i] = newId(now)), kind, body, caller, created))
+          continue
+        }
+        const k = `${caller.team}\0${kind}\0${tx}`
+        if (items.length > 1) {
+          const first = (seen ??= new Map()).get(k)
+          if (first !== undefined) {
+            ;(twins ??= []).push([i, first])
+            continue
+          }
+          seen.set(k, i)
+        }
+        const prior = this.store.findDuplicate(caller.team, kind, tx, windowMs, now)
+        if (prior !== undefined) {
+          ids[i] = prior
+          continue
+        }
+        const pending = this.inFlight.records.get(k)
+        if (pending) {
+          waits.push(pending.then((id) => void (ids[i] = id)))
+          continue
+        }
+        let resolve!: (id: string) => void
+        let reject!: (e: unknown) => void
+        const p = new Promise<string>((res, rej) => ((resolve = res), (reject = rej)))
+        p.catch(() => undefined) // waiters see the rejection; nobody else need
+        this.inFlight.records.set(k, p)
+        held.push(k)
+        records.push(newRecord((ids[i] = newId(now)), kind, body, caller, created))
+        owned.push({ index: i, resolve, reject })
+      }
+
+      if (records.length > 0) {
+        const batch: Batch = { items: records, ctx: { caller, receiver: this.settings.receiver, dedupWindowMs: windowMs } }
+        // The replay answer is stored with the records, rendered with the ids the store kept. A
+        // request that waited on others, or repeats itself, is not: its answer is only known later.
+        if (idem !== undefined && waits.length === 0 && twins === undefined) {
+          batch.ctx.idempotency = {
+            key: idem.key,
+            bodyHash: idem.bodyHash,
+            response: (kept) => idem.render(kept.size === 0 ? ids : ids.map((id) => kept.get(id) ?? id), created),
+          }
+        }
+        try {
+          await this.next.consume(batch)
+          // Steps a processor added run even when no exporter of the pipeline writes (pricing → debug).
+          await batch.ctx.unit?.commit()
+          this.settings.metrics.accepted(records.length)
+        } catch (err) {
+          if (toApiError(err).status < 500) this.settings.metrics.refused(records.length)
+          else this.settings.metrics.failed(records.length)
+          for (const o of owned) o.reject(err)
+          throw err
+        }
+        // Ids the store kept in place of ours (another process stored the transactionId first).
+        const kept = batch.ctx.duplicates
+        for (const o of owned) {
+          const id = kept?.get(ids[o.index])
+          if (id !== undefined) ids[o.index] = id
+          o.resolve(ids[o.index])
+        }
+      }
+      if (waits.length > 0) await Promise.all(waits)
+      if (twins) for (const [i, first] of twins) ids[i] = ids[first]
+      return { ids, created }
+    } finally {
+      for (const k of held) this.inFlight.records.delete(k)
+    }
+  }
+}
+
+/** What must hold before a store sees an item: its identity is the caller's, its transactionId fits a key. */
+function checkItems(caller: Caller, items: IngestItem[]): void {
+  const many = items.length > 1
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i]
+    item.body = withoutOwnIdentity(item.body, caller, many ? `[${i}].` : '')
+    const tx = item.body.transactionId
+    if (typeof tx === 'string' && idTooLong(tx))
+      throw new PermanentError(`transactionId must be a string of 1 to ${MAX_ID_LENGTH} characters`, 'invalid_field', 'transactionId', many ? i : undefined)
+  }
+}
+
+// toISOString costs about a microsecond; requests of the same millisecond share one.
+let isoMs = NaN
+let isoText = ''
+function isoAt(ms: number): string {
+  if (ms !== isoMs) {
+    isoMs = ms
+    isoText = new Date(ms).toISOString()
+  }
+  return isoText
+}
+
+function newRecord(id: string, kind: UsageKind, body: Record<string, unknown>, caller: Caller, receivedAt: string): UsageRecord {
+  return {
+    id,
+    kind,
+    body: body as any,
+    eventTime: receivedAt, // the validate processor sets the event's own time
+    receivedAt,
+    caller: { account: caller.account, tenant: caller.tenant, team: caller.team, environment: caller.environment, keyId: caller.keyId },
+    attribution: { ...EMPTY_ATTRIBUTION },
+    attributed: false,
+  } as UsageRecord
+}

@@ -1,0 +1,63 @@
+/** Issue 15 #10: dates that do not exist, text that is not Unicode, charsets other than UTF-8. */
+import t from 'tap'
+import { call, startMeterd } from '../helpers/meterd.js'
+import { completion, toolEvent } from '../fixtures/wire-examples.js'
+
+const C = '/meter/v2/ai/completions'
+const T = '/meter/v2/tool/events'
+const LIST = '/profitstream/v2/api/sources/metrics/ai/completions'
+const JSON_TYPE = { 'content-type': 'application/json' }
+
+t.test('a date that does not exist is a 400, never rolled into the next month', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  for (const [path, body, param] of [
+    [C, completion({ requestTime: '2026-02-30T10:00:00.000Z' }), 'requestTime'],
+    [C, completion({ responseTime: '2026-04-31T10:00:00Z' }), 'responseTime'],
+    [T, toolEvent({ timestamp: '2026-02-29T10:00:00+01:00' }), 'timestamp'],
+  ] as const) {
+    const res = await call(m.url + path, { key, body })
+    t.equal(res.status, 400, `${param}`)
+    t.match(res.body.error, { code: 'invalid_field', param })
+  }
+  const from = await call(`${m.url}${LIST}?from=2026-02-30T00:00:00Z`, { key })
+  t.match(from.body.error, { code: 'invalid_parameter', param: 'from' }, 'in a query too')
+  t.equal((await call(m.url + C, { key, body: completion({ requestTime: '2028-02-29T10:00:00.000Z' }) })).status, 201, 'a real leap day is fine')
+})
+
+t.test('lone surrogates and bytes that are not UTF-8 are a 400, not stored as U+FFFD', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const text = JSON.stringify(completion({ agent: 'AGENT' }))
+  for (const [what, raw] of [
+    ['an escaped lone high surrogate', text.replace('AGENT', '\\ud800')],
+    ['an escaped lone low surrogate', text.replace('AGENT', 'x\\uDC00y')],
+    ['a lone surrogate in a key', text.replace('"agent"', '"\\ud83d"')],
+    ['a surrogate encoded in UTF-8 bytes (CESU-8)', Buffer.concat([Buffer.from(text.slice(0, text.indexOf('AGENT'))), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from(text.slice(text.indexOf('AGENT') + 5))])],
+    ['a Latin-1 byte', Buffer.concat([Buffer.from(text.slice(0, text.indexOf('AGENT'))), Buffer.from([0xe9]), Buffer.from(text.slice(text.indexOf('AGENT') + 5))])],
+  ] as const) {
+    const res = await call(m.url + C, { key, raw, headers: JSON_TYPE })
+    t.equal(res.status, 400, what)
+    t.equal(res.body.error.code, 'invalid_unicode', what)
+  }
+  const pair = await call(m.url + C, { key, raw: text.replace('AGENT', '\\ud83d\\ude00 and \\\\ud800 as text'), headers: JSON_TYPE })
+  t.equal(pair.status, 201, 'an escaped surrogate pair, and an escaped backslash before "ud800", are fine')
+  const stored = (await call(m.url + LIST, { key })).body._embedded.aICompletionMetricResourceList[0]
+  t.equal(stored.agent, '😀 and \\ud800 as text', 'stored as sent')
+})
+
+t.test('a charset other than UTF-8 is a 415 naming it', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const body = JSON.stringify(completion())
+  for (const type of ['application/json; charset=utf-16', 'application/json;charset="ISO-8859-1"', 'application/json; foo=bar; charset=latin1']) {
+    const res = await call(m.url + C, { key, raw: body, headers: { 'content-type': type } })
+    t.equal(res.status, 415, type)
+    t.match(res.body.error, { code: 'unsupported_charset', param: 'Content-Type' })
+    t.match(res.body.error.message, /charset (utf-16|iso-8859-1|latin1) is not supported/)
+  }
+  for (const type of ['application/json; charset=utf-8', 'application/json; charset=UTF-8', 'application/json;charset="utf8"']) {
+    const res = await call(m.url + C, { key, raw: JSON.stringify(completion()), headers: { 'content-type': type } })
+    t.equal(res.status, 201, type)
+  }
+})

@@ -1,0 +1,114 @@
+/**
+ * The HTTP transport: routes declare their bucket; paths without a route are admitted like the
+ * routes of their family before they are answered; HTTP-level bad input gets the error shape.
+ */
+import { connect } from 'node:net'
+import t from 'tap'
+import { call, startMeterd } from '../helpers/meterd.js'
+import { completion } from '../fixtures/wire-examples.js'
+
+const C = '/meter/v2/ai/completions'
+const T0 = 1_800_000_000_000
+
+/** Sends raw bytes and returns what came back before the server closed or went quiet. */
+function rawRequest(url: string, bytes: string | Buffer): Promise<string> {
+  const { port } = new URL(url)
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1')
+    let out = ''
+    const done = () => {
+      socket.destroy()
+      resolve(out)
+    }
+    socket.setTimeout(1000, done)
+    socket.on('data', (d) => {
+      out += d
+      if (/\r\n\r\n/.test(out)) {
+        const len = Number(/content-length: (\d+)/i.exec(out)?.[1] ?? 0)
+        if (Buffer.byteLength(out.slice(out.indexOf('\r\n\r\n') + 4)) >= len) done()
+      }
+    })
+    socket.on('end', done)
+    socket.on('error', reject)
+    socket.write(bytes)
+  })
+}
+
+t.test('a path without a route under a family: the key first, counted in the family’s bucket, then 404', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const cases = [
+    ['/meter/v2/ai/nothing', 'metering'],
+    ['/v2/otlp/v9/nothing', 'metering'],
+    ['/v2/sdk/nothing', 'platform'],
+    ['/profitstream/v2/api/tools/a/b/c/d', 'platform'],
+    ['/profitstream/nothing', 'platform'],
+  ]
+  for (const [path, bucket] of cases) {
+    const anonymous = await call(m.url + path)
+    t.equal(anonymous.status, 401, `${path} without a key: 401, as its existing neighbours answer`)
+    t.equal(anonymous.body.error.code, 'missing_api_key')
+    const known = await call(m.url + path, { key })
+    t.equal(known.status, 404, `${path} with a key: 404`)
+    t.equal(known.body.error.code, 'route_not_found')
+    t.equal(known.headers.get('x-ratelimit-bucket'), bucket, `${path} counts against ${bucket}`)
+  }
+  const outside = await call(m.url + '/favicon.ico')
+  t.equal(outside.status, 404, 'outside every family: 404 without a key (nothing there to hide)')
+  t.notOk(outside.headers.has('x-ratelimit-bucket'))
+})
+
+t.test('an IP scanning unknown paths is counted and blocked like any failing caller', async (t) => {
+  const m = await startMeterd(t, { frozenNow: T0, config: { extensions: { ratelimit: { error_pattern: { threshold: 10 } } } } })
+  for (let i = 0; i < 10; i++) t.equal((await call(`${m.url}/scan-${i}`)).status, 404)
+  const blocked = await call(m.url + '/profitstream/v2/api/tools')
+  t.equal(blocked.status, 429, 'ten 404s outside every family block the IP')
+  t.equal(blocked.headers.get('x-ratelimit-limited-reason'), 'error-pattern')
+  t.equal((await call(m.url + '/healthz')).status, 200, 'health checks still answer')
+})
+
+t.test('405 answers carry Allow, after admission', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const anonymous = await call(m.url + C, { method: 'GET' })
+  t.equal(anonymous.status, 401, 'the key is checked first')
+  const res = await call(m.url + C, { method: 'GET', key })
+  t.equal(res.status, 405)
+  t.equal(res.body.error.code, 'method_not_allowed')
+  t.equal(res.headers.get('allow'), 'POST')
+  t.equal(res.headers.get('x-ratelimit-bucket'), 'metering')
+  const tools = await call(m.url + '/profitstream/v2/api/tools', { method: 'DELETE', key })
+  t.equal(tools.status, 405)
+  t.equal(tools.headers.get('allow'), 'GET, POST, HEAD')
+  const health = await call(m.url + '/healthz', { method: 'POST' })
+  t.equal(health.status, 405)
+  t.equal(health.headers.get('allow'), 'GET, HEAD')
+})
+
+t.test('a request without Host gets a 400 in the error shape', async (t) => {
+  const m = await startMeterd(t)
+  const out = await rawRequest(m.url, 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n')
+  t.match(out, /^HTTP\/1\.1 400 /)
+  const body = JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4))
+  t.match(body, { error: { type: 'invalid_request_error', code: 'missing_host', param: 'Host' } })
+  const http10 = await rawRequest(m.url, 'GET /healthz HTTP/1.0\r\n\r\n')
+  t.match(http10, /^HTTP\/1\.1 200 /, 'HTTP/1.0 needs no Host')
+})
+
+t.test('ids in paths longer than any id are refused before any store sees them', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const long = 'x'.repeat(5000)
+  for (const [path, param] of [
+    [`/profitstream/v2/api/tools/${long}`, 'id'],
+    [`/profitstream/v2/api/tools/by-tool-id/${long}`, 'toolId'],
+    [`/profitstream/v2/api/export-configurations/${long}`, 'id'],
+    [`/profitstream/v2/api/export-configurations/x/deliveries/${'é'.repeat(300)}`, 'deliveryId'],
+  ]) {
+    const res = await call(m.url + path, { key })
+    t.equal(res.status, 400, `${path.slice(0, 60)}…: 400, not 503`)
+    t.match(res.body.error, { code: 'invalid_parameter', param })
+  }
+  const fine = await call(`${m.url}/profitstream/v2/api/tools/${'x'.repeat(300)}`, { key })
+  t.equal(fine.status, 404, 'a long id that fits is simply not found')
+})

@@ -4,11 +4,12 @@ import { schema as toolsSchema } from '../extensions/tools/index.js'
 import { declaredTools } from '../extensions/tools/index.js'
 import { ToolRegistry } from '../domain/tools/registry.js'
 import { isDateTime } from '../model/schemas.js'
-import { loadPriceBook, schema as pricingSchema, toolOptions } from '../processors/pricing/index.js'
+import { USAGE_KINDS, type UsageKind } from '../model/usage-record.js'
+import { loadMediaPriceBook, loadPriceBook, schema as pricingSchema, toolOptions } from '../processors/pricing/index.js'
 import { reprice } from '../domain/pricing/reprice.js'
 import { Store } from '../store/store.js'
 
-export const REPRICE_USAGE = '  reprice [--from ISO] [--to ISO] [--kind tool|completion] [--team T] [--dry-run] [--json]'
+export const REPRICE_USAGE = '  reprice [--from ISO] [--to ISO] [--kind completion|tool|image|audio|video] [--team T] [--dry-run] [--json]'
 
 class UsageError extends Error {
   exitCode = 64
@@ -39,7 +40,7 @@ export async function repriceCommand(args: string[], configOrExit: (files: strin
   }
   const v = parsed.values
   for (const f of ['from', 'to'] as const) if (v[f] !== undefined && !isDateTime(v[f]!)) throw new UsageError(`--${f} must be an ISO-8601 date-time`)
-  if (v.kind !== undefined && v.kind !== 'tool' && v.kind !== 'completion') throw new UsageError('--kind must be tool or completion')
+  if (v.kind !== undefined && !USAGE_KINDS.includes(v.kind as UsageKind)) throw new UsageError(`--kind must be one of ${USAGE_KINDS.join(', ')}`)
   const { config } = configOrExit(v.config ?? [])
   const pricing = checkAgainst(pricingSchema, config.processors.pricing ?? {}, 'processors.pricing')
   const tools = checkAgainst(toolsSchema, config.extensions.tools ?? {}, 'extensions.tools')
@@ -48,10 +49,11 @@ export async function repriceCommand(args: string[], configOrExit: (files: strin
   const store = new Store({ path: config.storage.path, maxSizeMb: config.storage.max_size_mb })
   try {
     const registry = new ToolRegistry(store, declaredTools(tools.value))
-    const result = await reprice(store, loadPriceBook(pricing.value), registry, toolOptions(pricing.value), {
+    const books = { book: loadPriceBook(pricing.value), media: loadMediaPriceBook(pricing.value) }
+    const result = await reprice(store, books, registry, toolOptions(pricing.value), {
       from: v.from && new Date(v.from).toISOString(),
       to: v.to && new Date(v.to).toISOString(),
-      kind: v.kind as 'tool' | 'completion' | undefined,
+      kind: v.kind as UsageKind | undefined,
       team: v.team,
       dryRun: v['dry-run'],
       now: Date.now(),

@@ -170,6 +170,29 @@ export const ToolEventSchema = Type.Object(
   { additionalProperties: true },
 )
 
+/**
+ * `POST /meter/v2/ai/images|audio|video` (wire-contract §1.3): a completion's fields, with the
+ * token counts and stopReason optional (openai-node sends the counts as null, the Go SDK as 0)
+ * and what the provider bills by: images, characters, seconds.
+ */
+export const MediaSchema = Type.Object(
+  {
+    ...CompletionSchema.properties,
+    inputTokenCount: opt(count()),
+    outputTokenCount: opt(count()),
+    totalTokenCount: opt(count()),
+    stopReason: opt(oneOf(STOP_REASONS)),
+    completionStartTime: opt(time()),
+    requestedImageCount: opt(count()),
+    actualImageCount: opt(count()),
+    characterCount: opt(count()),
+    durationSeconds: opt(amount()),
+    requestedDurationSeconds: opt(amount()),
+    billingUnit: opt(str(64)),
+  },
+  { additionalProperties: true },
+)
+
 export interface FieldProblem {
   /** Dotted path of the field in the client's object. */
   param: string
@@ -177,9 +200,14 @@ export interface FieldProblem {
   message: string
 }
 
-const checks: Record<UsageKind, { check: TypeCheck<TSchema>; schema: TSchema }> = {
+type Checker = { check: TypeCheck<TSchema>; schema: TSchema }
+const media: Checker = { check: TypeCompiler.Compile(MediaSchema), schema: MediaSchema }
+const checks: Record<UsageKind, Checker> = {
   completion: { check: TypeCompiler.Compile(CompletionSchema), schema: CompletionSchema },
   tool: { check: TypeCompiler.Compile(ToolEventSchema), schema: ToolEventSchema },
+  image: media,
+  audio: media,
+  video: media,
 }
 
 /** The first problem of a body, naming the field; undefined when the body is valid. */

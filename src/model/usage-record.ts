@@ -4,7 +4,16 @@
  * dropped), so a record reads back field for field; everything meterd derives lives beside it.
  */
 
-export type UsageKind = 'completion' | 'tool'
+/** Image, audio and video generation or recognition, metered apart from completions (wire-contract §1.3). */
+export type MediaKind = 'image' | 'audio' | 'video'
+export const MEDIA_KINDS: readonly MediaKind[] = ['image', 'audio', 'video']
+/** The path segment of each media kind: POST /meter/v2/ai/{segment}, GET …/sources/metrics/ai/{segment}. */
+export const MEDIA_PATH: Record<MediaKind, string> = { image: 'images', audio: 'audio', video: 'video' }
+export type UsageKind = 'completion' | 'tool' | MediaKind
+export const USAGE_KINDS: readonly UsageKind[] = ['completion', 'tool', ...MEDIA_KINDS]
+
+/** Kinds whose records carry a model, a provider and request times (a completion's core fields). */
+export const isModelKind = (kind: UsageKind): kind is 'completion' | MediaKind => kind !== 'tool'
 
 /** Who sent the record: stamped from the API key, never from the body. */
 export interface Caller {
@@ -88,6 +97,35 @@ export interface ToolEventBody {
   [field: string]: unknown
 }
 
+/**
+ * `POST /meter/v2/ai/images|audio|video`: a completion's core fields with token counts null or
+ * absent, plus what the provider bills by — images, characters, seconds.
+ */
+export interface MediaBody {
+  model: string
+  provider: string
+  inputTokenCount?: number | null
+  outputTokenCount?: number | null
+  totalTokenCount?: number | null
+  requestTime: string
+  responseTime: string
+  requestDuration: number
+  transactionId?: string
+  requestedImageCount?: number | null
+  actualImageCount?: number | null
+  characterCount?: number | null
+  durationSeconds?: number | null
+  requestedDurationSeconds?: number | null
+  billingUnit?: string | null
+  attributes?: Record<string, unknown> | null
+  [field: string]: unknown
+}
+
+export interface MediaRecord extends RecordMeta {
+  kind: MediaKind
+  body: MediaBody
+}
+
 export interface CompletionRecord extends RecordMeta {
   kind: 'completion'
   body: CompletionBody
@@ -98,7 +136,7 @@ export interface ToolRecord extends RecordMeta {
   body: ToolEventBody
 }
 
-export type UsageRecord = CompletionRecord | ToolRecord
+export type UsageRecord = CompletionRecord | ToolRecord | MediaRecord
 
 export const EMPTY_ATTRIBUTION: Readonly<Attribution> = Object.freeze({
   organizationName: '',
@@ -117,4 +155,4 @@ export const EMPTY_ATTRIBUTION: Readonly<Attribution> = Object.freeze({
 })
 
 /** The `label` and `resourceType` a metering POST answers with (wire-contract §2.5). */
-export const LABELS: Record<UsageKind, string> = { completion: 'ai.completion', tool: 'tool.event' }
+export const LABELS: Record<UsageKind, string> = { completion: 'ai.completion', tool: 'tool.event', image: 'ai.image', audio: 'ai.audio', video: 'ai.video' }

@@ -1,6 +1,6 @@
 import type { Database } from 'lmdb'
 import type { StoredResponse } from '../core/consumer.js'
-import type { UsageKind, UsageRecord } from '../model/usage-record.js'
+import { USAGE_KINDS, type UsageKind, type UsageRecord } from '../model/usage-record.js'
 import type { DedupStore } from '../ports/dedup.js'
 import type { Store } from './store.js'
 import { migrateToTeamLayout } from './usage-layout.js'
@@ -207,7 +207,7 @@ export class UsageStore implements DedupStore {
 
   /** A team's records of both kinds whose event time is in [from, to) (ISO), oldest first within a kind. */
   *inWindow(team: string, from: string, to: string): IterableIterator<UsageRecord> {
-    for (const kind of ['completion', 'tool'] as const) {
+    for (const kind of USAGE_KINDS) {
       for (const key of this.index.getKeys({ start: ['t', team, kind, from], end: ['t', team, kind, to] })) {
         const r = this.records.get(key[key.length - 1] as string)
         if (r) yield r

@@ -61,9 +61,9 @@ function dimensionOf(r: UsageRecord, d: FilterDimension): string[] {
     case 'PRODUCT':
       return [a.productName]
     case 'MODEL':
-      return [r.kind === 'completion' ? String(r.body.model ?? '') : '']
+      return [r.kind === 'tool' ? '' : String(r.body.model ?? '')]
     case 'PROVIDER':
-      return [r.kind === 'completion' ? String(r.body.provider ?? '') : '']
+      return [r.kind === 'tool' ? '' : String(r.body.provider ?? '')]
     case 'AGENT':
       return [a.agent]
     case 'SUBSCRIBER':

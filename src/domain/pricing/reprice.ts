@@ -1,8 +1,9 @@
 import { ToolRegistry } from '../tools/registry.js'
-import type { UsageKind, UsageRecord } from '../../model/usage-record.js'
+import type { Cost, UsageKind, UsageRecord } from '../../model/usage-record.js'
 import type { Store } from '../../store/store.js'
 import { unpricedKey } from '../../store/usage-store.js'
 import { ToolAggregates } from './aggregates.js'
+import { priceMedia, type MediaPriceBook } from './media-price-book.js'
 import { priceCompletion, type PriceBook } from './price-book.js'
 import { toolCharge, toolCost, type ToolPricingOptions } from './tool-pricing.js'
 
@@ -15,6 +16,12 @@ export interface RepriceOptions {
   team?: string
   dryRun?: boolean
   now: number
+}
+
+/** The price books records are priced from: tokens for completions, units for images, audio and video. */
+export interface PriceBooks {
+  book: PriceBook
+  media: MediaPriceBook
 }
 
 export interface RepriceResult {
@@ -32,7 +39,7 @@ export interface RepriceResult {
  * book or their tool registered. Each record is updated in one LMDB transaction with its tool
  * aggregates and its index entry, so a crash or a second run never counts an event twice.
  */
-export async function reprice(store: Store, book: PriceBook, registry: ToolRegistry, tools: ToolPricingOptions, o: RepriceOptions): Promise<RepriceResult> {
+export async function reprice(store: Store, books: PriceBooks, registry: ToolRegistry, tools: ToolPricingOptions, o: RepriceOptions): Promise<RepriceResult> {
   const { index, records } = store.usage
   const aggregates = new ToolAggregates(store)
   const result: RepriceResult = { examined: 0, priced: 0, unpriced: 0, ids: [] }
@@ -44,7 +51,7 @@ export async function reprice(store: Store, book: PriceBook, registry: ToolRegis
     const r = records.get(id)
     if (!r || r.cost?.source !== 'unpriced') continue
     result.examined++
-    const ok = o.dryRun ? wouldPrice(r, book, registry) : await priceOne(store, r, book, registry, aggregates, tools, o.now)
+    const ok = o.dryRun ? wouldPrice(r, books, registry) : await priceOne(store, r, books, registry, aggregates, tools, o.now)
     if (ok) {
       result.priced++
       result.ids.push(id)
@@ -54,16 +61,21 @@ export async function reprice(store: Store, book: PriceBook, registry: ToolRegis
   return result
 }
 
-function wouldPrice(r: UsageRecord, book: PriceBook, registry: ToolRegistry): boolean {
-  if (r.kind === 'completion') return priceCompletion(book, r.body).source !== 'unpriced'
+/** The cost of a completion or media record by the books (tool events are priced by the registry). */
+function modelCost(r: Exclude<UsageRecord, { kind: 'tool' }>, books: PriceBooks): Cost {
+  return r.kind === 'completion' ? priceCompletion(books.book, r.body) : priceMedia(books.media, r.kind, r.body)
+}
+
+function wouldPrice(r: UsageRecord, books: PriceBooks, registry: ToolRegistry): boolean {
+  if (r.kind !== 'tool') return modelCost(r, books).source !== 'unpriced'
   return registry.byToolId(r.caller.team, r.body.toolId)?.enabled === true
 }
 
-async function priceOne(store: Store, r: UsageRecord, book: PriceBook, registry: ToolRegistry, aggregates: ToolAggregates, tools: ToolPricingOptions, now: number): Promise<boolean> {
+async function priceOne(store: Store, r: UsageRecord, books: PriceBooks, registry: ToolRegistry, aggregates: ToolAggregates, tools: ToolPricingOptions, now: number): Promise<boolean> {
   const { index, records } = store.usage
   let done = false
-  if (r.kind === 'completion') {
-    const cost = priceCompletion(book, r.body)
+  if (r.kind !== 'tool') {
+    const cost = modelCost(r, books)
     if (cost.source === 'unpriced') return false
     await store.root.transaction(() => {
       const cur = records.get(r.id)

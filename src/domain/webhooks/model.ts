@@ -1,7 +1,9 @@
 /** The words of SPEC's Export configuration and Events sections, as meterd stores them. */
 
 /** Event types a configuration can subscribe to (`test` is sent on demand, never subscribed). */
-export const EVENT_TYPES = ['usage.completion', 'usage.tool', 'alert.triggered', 'alert.resolved'] as const
+export const EVENT_TYPES = ['usage.completion', 'usage.tool', 'usage.image', 'usage.audio', 'usage.video', 'alert.triggered', 'alert.resolved'] as const
+/** What a configuration created without eventTypes subscribes to: every usage event. */
+export const USAGE_EVENT_TYPES = ['usage.completion', 'usage.tool', 'usage.image', 'usage.audio', 'usage.video'] as const
 export type SubscribableEventType = (typeof EVENT_TYPES)[number]
 export type EventType = SubscribableEventType | 'usage.batch' | 'test'
 

@@ -3,7 +3,7 @@ import type { UsageRecord } from '../../model/usage-record.js'
 import type { EventType, ExportConfiguration, FilterField, WebhookEvent } from '../../domain/webhooks/model.js'
 import { toResource } from '../../model/resource.js'
 
-const TYPE_OF: Record<UsageRecord['kind'], EventType> = { completion: 'usage.completion', tool: 'usage.tool' }
+const TYPE_OF: Record<UsageRecord['kind'], EventType> = { completion: 'usage.completion', tool: 'usage.tool', image: 'usage.image', audio: 'usage.audio', video: 'usage.video' }
 
 /** A record's value for each filter field. */
 function fieldOf(r: UsageRecord, f: FilterField): string {
@@ -16,9 +16,9 @@ function fieldOf(r: UsageRecord, f: FilterField): string {
     case 'traceId':
       return r.attribution[f] || (f === 'environment' ? r.caller.environment : '')
     case 'model':
-      return r.kind === 'completion' ? String(r.body.model ?? '') : ''
+      return r.kind === 'tool' ? '' : String(r.body.model ?? '')
     case 'provider':
-      return r.kind === 'completion' ? String(r.body.provider ?? '').toLowerCase() : ''
+      return r.kind === 'tool' ? '' : String(r.body.provider ?? '').toLowerCase()
     case 'toolId':
       return r.kind === 'tool' ? r.body.toolId : ''
   }

@@ -6,7 +6,7 @@ import type { RequestContext, Reply } from '../../transport/http/server.js'
 import { isDateTime } from '../../model/schemas.js'
 import { DestinationRefused } from '../../domain/webhooks/destination.js'
 import type { DeliveryEngine } from '../../domain/webhooks/engine.js'
-import { EVENT_TYPES, FILTER_FIELDS, type Delivery, type ExportConfiguration, type Filters, type SubscribableEventType } from '../../domain/webhooks/model.js'
+import { EVENT_TYPES, FILTER_FIELDS, USAGE_EVENT_TYPES, type Delivery, type ExportConfiguration, type Filters, type SubscribableEventType } from '../../domain/webhooks/model.js'
 import type { ExportConfigStore } from './store.js'
 
 export interface ApiDeps {
@@ -179,7 +179,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
       name: f.name!,
       url: f.url!,
       enabled: f.enabled ?? true,
-      eventTypes: f.eventTypes ?? ['usage.completion', 'usage.tool'],
+      eventTypes: f.eventTypes ?? [...USAGE_EVENT_TYPES],
       filters: f.filters ?? {},
       batching: f.batching ?? null,
       timeoutMs: f.timeoutMs ?? null,
@@ -201,7 +201,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     const next: ExportConfiguration = { ...c, ...fields, updatedAt: iso() }
     if (full) {
       next.enabled = f.enabled ?? true
-      next.eventTypes = f.eventTypes ?? ['usage.completion', 'usage.tool']
+      next.eventTypes = f.eventTypes ?? [...USAGE_EVENT_TYPES]
       next.filters = f.filters ?? {}
       next.batching = f.batching ?? null
       next.timeoutMs = f.timeoutMs ?? null

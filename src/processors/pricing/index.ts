@@ -10,6 +10,7 @@ import { ToolRegistry } from '../../domain/tools/registry.js'
 import type { Tool } from '../../domain/tools/tool.js'
 import type { ToolRecord, UsageRecord } from '../../model/usage-record.js'
 import { ToolAggregates, type ToolCharge } from '../../domain/pricing/aggregates.js'
+import { MediaPriceBook, priceMedia } from '../../domain/pricing/media-price-book.js'
 import { PriceBook, priceCompletion, type ModelOverride } from '../../domain/pricing/price-book.js'
 import { SCOPE_DIMENSIONS, disabledTool, toolCharge, toolCost, unknownTool, type ToolPricingOptions } from '../../domain/pricing/tool-pricing.js'
 
@@ -26,6 +27,10 @@ const RatesSchema = {
 export const schema = Type.Object(
   {
     price_book: Type.String({ default: 'config/prices.yaml', description: "The model price book; a relative path is looked up in the working directory, then in meterd's own folder" }),
+    media_price_book: Type.String({
+      default: 'config/media-prices.yaml',
+      description: 'Per-image, per-character, per-minute and per-second prices of image, audio and video models (looked up like price_book)',
+    }),
     models: Type.Array(
       Type.Object(
         {
@@ -71,6 +76,10 @@ export function loadPriceBook(config: PricingConfig): PriceBook {
   return PriceBook.load(resolvePriceBookPath(config.price_book), config.models as ModelOverride[])
 }
 
+export function loadMediaPriceBook(config: PricingConfig): MediaPriceBook {
+  return MediaPriceBook.load(resolvePriceBookPath(config.media_price_book))
+}
+
 export function toolOptions(config: PricingConfig): ToolPricingOptions {
   return { billingPeriod: config.tools.billing_period, scope: config.tools.scope }
 }
@@ -82,7 +91,8 @@ export function findRegistry(host: Host): ToolRegistry {
 }
 
 /**
- * Puts a cost on every record (DESIGN §6): completions from the price book, tool events from
+ * Puts a cost on every record (DESIGN §6): completions from the price book, images, audio and
+ * video from the media price book, tool events from
  * the tool registry with period aggregates. Tool aggregates are updated in their own LMDB write
  * transaction before the batch moves on; it commits before the record's transaction, and LMDB
  * flushes commits in order, so the record's durable write makes both durable (docs/pricing.md).
@@ -90,6 +100,7 @@ export function findRegistry(host: Host): ToolRegistry {
 export class PricingProcessor implements Consumer {
   private host?: Host
   private book?: PriceBook
+  private media?: MediaPriceBook
   private registry?: ToolRegistry
   private aggregates?: ToolAggregates
   private readonly tools: ToolPricingOptions
@@ -105,6 +116,7 @@ export class PricingProcessor implements Consumer {
   async start(host: Host): Promise<void> {
     this.host = host
     this.book = loadPriceBook(this.config)
+    this.media = loadMediaPriceBook(this.config)
     this.registry = findRegistry(host)
     this.aggregates = new ToolAggregates(host.store)
     this.settings.logger.debug({ models: this.book.size, version: this.book.version }, 'price book loaded')
@@ -119,6 +131,8 @@ export class PricingProcessor implements Consumer {
     for (const r of batch.items) {
       if (r.kind === 'completion') {
         r.cost = priceCompletion(book, r.body)
+      } else if (r.kind !== 'tool') {
+        r.cost = priceMedia(this.media!, r.kind, r.body)
       } else {
         const tool = this.registry!.byToolId(r.caller.team, r.body.toolId)
         if (!tool) r.cost = unknownTool()
@@ -162,7 +176,7 @@ export class PricingProcessor implements Consumer {
 export const pricingFactory: ProcessorFactory<typeof schema> = {
   kind: 'processor',
   type: 'pricing',
-  description: 'Prices usage records: completions from the price book, tool events from the tool registry',
+  description: 'Prices usage records: completions and media from the price books, tool events from the tool registry',
   signals: ['usage'],
   mutatesData: true,
   schema,

@@ -45,7 +45,7 @@ export class ValidateProcessor implements Consumer {
           throw new PermanentError(`${missing} is required`, 'missing_field', missing, many ? i : undefined)
         }
       }
-      r.eventTime = toIsoUtc(r.kind === 'completion' ? r.body.requestTime : r.body.timestamp)
+      r.eventTime = toIsoUtc(r.kind === 'tool' ? r.body.timestamp : r.body.requestTime)
     }
     this.settings.metrics.accepted(batch.items.length)
     return this.next.consume(batch)

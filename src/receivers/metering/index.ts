@@ -5,7 +5,7 @@ import type { Consumer, StoredResponse } from '../../core/consumer.js'
 import { invalid } from '../../core/errors.js'
 import { Ingest, type IdempotencyKey, type IngestItem } from '../../domain/ingest/index.js'
 import type { Reply, RequestContext } from '../../transport/http/server.js'
-import { LABELS, type UsageKind } from '../../model/usage-record.js'
+import { LABELS, MEDIA_KINDS, MEDIA_PATH, type UsageKind } from '../../model/usage-record.js'
 
 const HOUR = 3_600_000
 
@@ -23,7 +23,7 @@ type Config = Static<typeof schema>
 const LEGACY_COMPLETION_FIELDS = ['organizationId', 'productId']
 
 /**
- * REST metering (DESIGN §3): AI completions and tool events as JSON, one object or an array of
+ * REST metering (DESIGN §3): AI completions, images, audio, video and tool events as JSON, one object or an array of
  * them per POST. Decodes the body, hands the records to ingest (dedup, Idempotency-Key, the
  * usage pipelines) and answers 201 once they are durable, with one ack per record.
  */
@@ -45,6 +45,10 @@ export class MeteringReceiver implements Component {
       now: () => host.now(),
     })
     const completions = (ctx: RequestContext) => this.handle(ctx, 'completion')
+    for (const kind of MEDIA_KINDS) {
+      const handler = (ctx: RequestContext) => this.handle(ctx, kind)
+      host.http.route({ method: 'POST', path: `/meter/v2/ai/${MEDIA_PATH[kind]}`, bucket: 'metering', scope: 'metering:write', handler })
+    }
     const tools = (ctx: RequestContext) => this.handle(ctx, 'tool')
     host.http.route({ method: 'POST', path: '/meter/v2/ai/completions', bucket: 'metering', scope: 'metering:write', handler: completions })
     for (const path of ['/meter/v2/tool/events', '/v2/tool/events', '/tool/events'])
@@ -63,7 +67,7 @@ export class MeteringReceiver implements Component {
     // A single object is signed as the bytes received; a batch element as its JSON.
     const signatures: string[] = new Array(bodies.length)
     for (let i = 0; i < bodies.length; i++) {
-      items[i] = { kind, body: kind === 'completion' ? dropLegacy(bodies[i]) : bodies[i] }
+      items[i] = { kind, body: kind === 'tool' ? bodies[i] : dropLegacy(bodies[i]) }
       signatures[i] = signatureOf(batch ? JSON.stringify(bodies[i]) : raw)
     }
     const render = (ids: readonly string[], created: string): StoredResponse => ({
@@ -118,7 +122,7 @@ function signatureOf(bytes: Buffer | string): string {
 export const meteringFactory: ReceiverFactory<typeof schema> = {
   kind: 'receiver',
   type: 'metering',
-  description: 'REST metering: POST /meter/v2/ai/completions and /meter/v2/tool/events on the base URL',
+  description: 'REST metering: POST /meter/v2/ai/completions, /ai/images, /ai/audio, /ai/video and /meter/v2/tool/events on the base URL',
   signals: ['usage'],
   schema,
   create: (settings, config, next) => new MeteringReceiver(settings, config, next),

@@ -3,6 +3,7 @@ import { forwardFactory } from './connectors/forward/index.js'
 import { genaiFactory } from './connectors/genai/index.js'
 import { debugFactory } from './exporters/debug/index.js'
 import { lmdbFactory } from './exporters/lmdb/index.js'
+import { upstreamFactory } from './exporters/upstream/index.js'
 import { webhookFactory } from './exporters/webhook/index.js'
 import { alertsFactory } from './extensions/alerts/index.js'
 import { apikeysFactory } from './extensions/apikeys/index.js'
@@ -26,6 +27,7 @@ export const FACTORIES: readonly Factory[] = [
   genaiFactory,
   apikeysFactory,
   webhookFactory,
+  upstreamFactory,
   exportconfigsFactory,
   ratelimitFactory,
   toolsFactory,

@@ -1,0 +1,219 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { Counter, Gauge, type Registry } from 'prom-client'
+import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
+import { unitOf, type Batch } from '../../core/consumer.js'
+import { RetryableError, ThrottledError } from '../../core/errors.js'
+import type { UsageRecord } from '../../model/usage-record.js'
+import { UpstreamQueue, type Queued } from './queue.js'
+import { UpstreamSender } from './sender.js'
+
+const schema = Type.Object(
+  {
+    endpoint: Type.String({ pattern: '^https?://[^\\s]+$', description: 'Base URL of the upstream meterd (or the vendor API), e.g. https://meterd-gateway:8080' }),
+    api_key: Type.String({ minLength: 1, description: 'The key the upstream authenticates these records with, e.g. ${env:METERD_UPSTREAM_API_KEY}' }),
+    max_queue_records: Type.Integer({ default: 1_000_000, minimum: 1, description: 'Records the local queue holds at most; when full, requests are answered 503 with Retry-After' }),
+    batch_size: Type.Integer({ default: 500, minimum: 1, maximum: 1000, description: 'Records per upstream request (the upstream accepts at most its max_batch_items)' }),
+    timeout_ms: Type.Integer({ default: 10_000, minimum: 100, description: 'Per-request timeout' }),
+    initial_backoff_ms: Type.Integer({ default: 500, minimum: 1, description: 'First delay after a failed send; doubles per consecutive failure' }),
+    max_backoff_ms: Type.Integer({ default: 60_000, minimum: 1, description: 'Longest delay between retries (also caps an upstream Retry-After)' }),
+    jitter: Type.Number({ default: 0.2, minimum: 0, maximum: 1, description: 'Each delay is stretched by up to this fraction, at random' }),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+/**
+ * Sidecar → gateway forwarding (DESIGN §1, §9): usage records go into a persistent LMDB queue in
+ * the request's own transaction — a 201 from the sidecar means the record is queued — and a
+ * sender posts them to the upstream's REST metering endpoints in batches, retrying with backoff,
+ * jitter and Retry-After until the upstream acknowledges. A record without a transactionId is sent
+ * with the sidecar's record id as its transactionId, so the upstream's dedup turns at-least-once
+ * delivery into stored once. Records the upstream refuses for good (400, 413, 415, 422) move to a
+ * dead-letter table, counted and logged; nothing is dropped silently.
+ */
+export class UpstreamExporter implements ConsumingComponent {
+  readonly consumers
+  private host?: Host
+  private queue?: UpstreamQueue
+  private readonly sender: UpstreamSender
+  private stopped = true
+  private loop?: Promise<void>
+  private wake?: () => void
+  private readonly abort = new AbortController()
+  private failures = 0
+  private readonly sent: Counter
+  private readonly errors: Counter
+
+  constructor(private readonly settings: CreateSettings, private readonly config: Config) {
+    this.consumers = { usage: { consume: (b: Batch<UsageRecord>) => this.consume(b) } }
+    this.sender = new UpstreamSender({ endpoint: config.endpoint, apiKey: config.api_key, timeoutMs: config.timeout_ms, maxRetryAfterMs: config.max_backoff_ms })
+    const labels = ['exporter']
+    const reg = settings.registry
+    const counter = (name: string, help: string, names = labels) => (reg.getSingleMetric(name) as Counter) ?? new Counter({ name, help, labelNames: names, registers: [reg] })
+    this.sent = counter('meterd_upstream_sent_records_total', 'Records the upstream acknowledged')
+    this.errors = counter('meterd_upstream_send_errors_total', 'Failed upstream requests, by reason (retry, refused)', ['exporter', 'reason'])
+  }
+
+  async start(host: Host): Promise<void> {
+    this.host = host
+    const queue = (this.queue = new UpstreamQueue(host.store, this.settings.id.replace('/', '_')))
+    gaugesOf(this.settings.registry).add(this)
+    this.stopped = false
+    this.loop = this.run()
+    if (queue.depth) this.settings.logger.info({ queued: queue.depth }, 'upstream queue holds records from before the restart; sending them')
+  }
+
+  /** What the queue gauges show for this exporter. */
+  queueStats(): { id: string; depth: number; oldestAgeSeconds: number; dead: number } {
+    const q = this.queue!
+    return { id: this.settings.id, depth: q.depth, oldestAgeSeconds: q.oldestAge(this.host!.now()) / 1000, dead: q.deadLetters }
+  }
+
+  async shutdown(): Promise<void> {
+    if (this.stopped) return
+    this.stopped = true
+    gaugesOf(this.settings.registry).delete(this)
+    this.abort.abort()
+    this.wake?.()
+    await this.loop
+    await this.sender.close()
+  }
+
+  private async consume(batch: Batch<UsageRecord>): Promise<void> {
+    const queue = this.queue!
+    if (queue.depth + batch.items.length > this.config.max_queue_records) {
+      this.settings.metrics.refused(batch.items.length)
+      throw new ThrottledError(`the upstream queue is full (${queue.depth} records)`, 1000)
+    }
+    const now = this.host!.now()
+    const items = batch.items.map((r) => ({ id: r.id, value: queued(r, now) }))
+    const unit = unitOf(batch, this.host!.store)
+    unit.add(() => queue.putInTransaction(items))
+    try {
+      await unit.commit()
+    } catch (err) {
+      this.settings.metrics.failed(items.length)
+      throw new RetryableError(`upstream queue write failed: ${(err as Error).message}`, err)
+    }
+    queue.added(items.length)
+    this.settings.metrics.accepted(items.length)
+    this.wake?.()
+  }
+
+  /** The sender: oldest records first, one request at a time, until shutdown. */
+  private async run(): Promise<void> {
+    const queue = this.queue!
+    while (!this.stopped) {
+      const oldest = queue.oldest(this.config.batch_size)
+      if (oldest.length === 0) {
+        await this.sleep(1000)
+        continue
+      }
+      // One kind per request: the oldest record's, and every record of that kind among the oldest.
+      const kind = oldest[0].value.kind
+      const group = oldest.filter((e) => e.value.kind === kind)
+      const out = await this.sender.send(kind, group.map((e) => e.value.body), this.abort.signal)
+      if (this.stopped) break
+      if (out.kind === 'acked') {
+        await queue.settle(group.map((e) => e.id))
+        this.sent.inc({ exporter: this.settings.id }, group.length)
+        this.failures = 0
+        continue
+      }
+      if (out.kind === 'refused') {
+        this.errors.inc({ exporter: this.settings.id, reason: 'refused' })
+        if (out.index !== undefined && group[out.index]) {
+          const bad = group[out.index]
+          this.settings.logger.error({ recordId: bad.id, status: out.status, error: out.error }, 'the upstream refused a record for good; it is kept in the dead letters')
+          await queue.settle([], [{ id: bad.id, status: out.status, error: out.error, at: this.host!.now() }])
+        } else {
+          // A batch refused without naming the record: send its records one by one to find it.
+          await this.sendEach(group)
+        }
+        continue
+      }
+      this.errors.inc({ exporter: this.settings.id, reason: 'retry' })
+      const delay = this.backoff(out.afterMs)
+      if (this.failures === 1 || this.failures % 10 === 0)
+        this.settings.logger.warn({ status: out.status, error: out.error, queued: queue.depth, retryInMs: delay }, 'upstream send failed; retrying')
+      await this.sleep(delay)
+    }
+  }
+
+  private async sendEach(group: { id: string; value: Queued }[]): Promise<void> {
+    for (const e of group) {
+      if (this.stopped) return
+      const out = await this.sender.send(e.value.kind, [e.value.body], this.abort.signal)
+      if (out.kind === 'acked') await this.queue!.settle([e.id])
+      else if (out.kind === 'refused') await this.queue!.settle([], [{ id: e.id, status: out.status, error: out.error, at: this.host!.now() }])
+      else return // the upstream is unavailable: the main loop backs off
+    }
+  }
+
+  /** The next delay: the upstream's Retry-After when it sent one, else exponential with jitter. */
+  private backoff(retryAfterMs?: number): number {
+    const n = this.failures++
+    if (retryAfterMs !== undefined) return retryAfterMs
+    const base = Math.min(this.config.max_backoff_ms, this.config.initial_backoff_ms * 2 ** Math.min(n, 30))
+    return Math.round(base * (1 + this.config.jitter * Math.random()))
+  }
+
+  /** Waits `ms`, or less when records arrive or shutdown begins. */
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms)
+      function done(): void {
+        clearTimeout(timer)
+        resolve()
+      }
+      this.wake = () => {
+        this.wake = undefined
+        // New records do not cut a backoff short: only shutdown does.
+        if (this.stopped || this.failures === 0) done()
+      }
+    })
+  }
+}
+
+const running = new WeakMap<Registry, Set<UpstreamExporter>>()
+
+/** The running exporters of a registry, read by its three queue gauges when /metrics is collected. */
+function gaugesOf(registry: Registry): Set<UpstreamExporter> {
+  let set = running.get(registry)
+  if (set) return set
+  running.set(registry, (set = new Set()))
+  const exporters = set
+  const gauge = (name: string, help: string, pick: (s: ReturnType<UpstreamExporter['queueStats']>) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['exporter'],
+      registers: [registry],
+      collect() {
+        this.reset()
+        for (const e of exporters) {
+          const s = e.queueStats()
+          this.set({ exporter: s.id }, pick(s))
+        }
+      },
+    })
+  gauge('meterd_upstream_queue_records', 'Records waiting in the upstream queue', (s) => s.depth)
+  gauge('meterd_upstream_queue_oldest_age_seconds', 'Age of the oldest record in the upstream queue', (s) => s.oldestAgeSeconds)
+  gauge('meterd_upstream_dead_letter_records', 'Records the upstream refused for good', (s) => s.dead)
+  return set
+}
+
+/** The body as the upstream will store it: the client's, with a transactionId to dedup on. */
+function queued(r: UsageRecord, now: number): Queued {
+  const body = typeof r.body.transactionId === 'string' && r.body.transactionId !== '' ? r.body : { ...r.body, transactionId: `meterd-${r.id}` }
+  return { kind: r.kind, body, queuedAt: now }
+}
+
+export const upstreamFactory: ExporterFactory<typeof schema> = {
+  kind: 'exporter',
+  type: 'upstream',
+  description: 'Forwards usage records to an upstream meterd or the vendor API through a persistent local queue (sidecar mode)',
+  signals: ['usage'],
+  schema,
+  create: (settings, config) => new UpstreamExporter(settings, config),
+}

@@ -1,0 +1,88 @@
+import type { Dispatcher } from 'undici'
+import type { UsageKind } from '../../model/usage-record.js'
+
+/** Where each kind is posted, on the upstream's base URL: the REST metering contract. */
+export const PATHS: Record<UsageKind, string> = {
+  completion: '/meter/v2/ai/completions',
+  tool: '/meter/v2/tool/events',
+  image: '/meter/v2/ai/images',
+  audio: '/meter/v2/ai/audio',
+  video: '/meter/v2/ai/video',
+}
+
+export type SendOutcome =
+  /** The upstream stored (or already had) every record. */
+  | { kind: 'acked'; status: number }
+  /** The upstream refuses the data for good; `index` is the refused record of a batch when it names one. */
+  | { kind: 'refused'; status: number; error: string; index?: number }
+  /** Try again later, after `afterMs` when the upstream said so (Retry-After). */
+  | { kind: 'retry'; status?: number; error: string; afterMs?: number }
+
+export interface SenderOptions {
+  endpoint: string
+  apiKey: string
+  timeoutMs: number
+  /** Upper bound on an upstream's Retry-After. */
+  maxRetryAfterMs: number
+}
+
+/** Statuses that say the records themselves can never be accepted. */
+const REFUSED = new Set([400, 413, 415, 422])
+
+/**
+ * One request to the upstream: the records of one kind as a JSON array (a single record as an
+ * object), with the exporter's key, classified the way the Collector's exporterhelper does —
+ * accepted, refused for good, or worth retrying (network errors, timeouts, 401/403/404 while an
+ * operator fixes the configuration, 408, 409, 429, 5xx).
+ */
+export class UpstreamSender {
+  private client?: Promise<{ agent: Dispatcher; request: typeof import('undici').request }>
+
+  constructor(private readonly opts: SenderOptions) {}
+
+  async send(kind: UsageKind, bodies: Record<string, unknown>[], signal: AbortSignal): Promise<SendOutcome> {
+    const { agent, request } = await (this.client ??= import('undici').then(({ Agent, request }) => ({ agent: new Agent({ keepAliveTimeout: 30_000, connections: 4 }), request })))
+    try {
+      const res = await request(new URL(PATHS[kind], this.opts.endpoint), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': this.opts.apiKey, 'user-agent': 'meterd-upstream/1' },
+        body: JSON.stringify(bodies.length === 1 ? bodies[0] : bodies),
+        dispatcher: agent,
+        headersTimeout: this.opts.timeoutMs,
+        bodyTimeout: this.opts.timeoutMs,
+        signal: AbortSignal.any([AbortSignal.timeout(this.opts.timeoutMs), signal]),
+      })
+      const text = await res.body.text().catch(() => '')
+      const status = res.statusCode
+      if (status >= 200 && status < 300) return { kind: 'acked', status }
+      const error = errorOf(status, text)
+      if (REFUSED.has(status)) return { kind: 'refused', status, error: error.message, index: bodies.length > 1 ? error.index : 0 }
+      return { kind: 'retry', status, error: error.message, afterMs: this.retryAfter(res.headers['retry-after']) }
+    } catch (err) {
+      const e = err as Error & { code?: string }
+      return { kind: 'retry', error: e.name === 'TimeoutError' ? 'timed out' : `${e.code ?? e.name}: ${e.message}` }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.client) await (await this.client).agent.close().catch(() => undefined)
+  }
+
+  private retryAfter(v: string | string[] | undefined): number | undefined {
+    const s = Array.isArray(v) ? v[0] : v
+    if (!s || !/^\d+$/.test(s.trim())) return undefined
+    return Math.min(Number(s.trim()) * 1000, this.opts.maxRetryAfterMs)
+  }
+}
+
+/** The upstream's error message, and the batch index its `param` names (`[3].model` → 3). */
+function errorOf(status: number, text: string): { message: string; index?: number } {
+  try {
+    const e = JSON.parse(text)?.error
+    if (e && typeof e === 'object') {
+      const m = typeof e.param === 'string' ? /^\[(\d+)\]/.exec(e.param) : null
+      return { message: `HTTP ${status} ${e.code ?? ''}: ${e.message ?? ''}`.trim(), index: m ? Number(m[1]) : undefined }
+    }
+  } catch {}
+  return { message: `HTTP ${status}` }
+}

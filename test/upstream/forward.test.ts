@@ -1,0 +1,201 @@
+import { createServer, request as httpRequest, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import t from 'tap'
+import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
+import { completion, goVideo, toolEvent } from '../fixtures/wire-examples.js'
+import { call, freePort, spawnMeterd, startMeterd, tempDir, writeConfig, type Meterd, type Teardown } from '../helpers/meterd.js'
+
+const LIST = '/profitstream/v2/api/sources/metrics'
+
+/** A sidecar whose usage pipeline only forwards to `endpoint`. */
+function sidecarConfig(endpoint: string, apiKey: string, extra: Record<string, unknown> = {}) {
+  return {
+    exporters: { upstream: { endpoint, api_key: apiKey, initial_backoff_ms: 20, max_backoff_ms: 200, ...extra } },
+    service: { pipelines: { usage: { receivers: ['metering'], processors: ['validate', 'attribution', 'pricing'], exporters: ['upstream'] } } },
+  }
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = await fn()
+    if (v !== undefined) return v
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}
+
+/** Every transactionId the upstream stored, with how many records carry it. */
+async function stored(url: string, key: string): Promise<Map<string, number>> {
+  const out = new Map<string, number>()
+  for (const path of ['ai/completions', 'tool/events', 'ai/video']) {
+    const res = await call(`${url}${LIST}/${path}?size=1000`, { key })
+    for (const list of Object.values(res.body._embedded) as any[]) for (const r of list) out.set(r.transactionId, (out.get(r.transactionId) ?? 0) + 1)
+  }
+  return out
+}
+
+const total = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0)
+
+async function startUpstream(t: Teardown, port?: number): Promise<{ m: Meterd; key: string }> {
+  const m = await startMeterd(t, port ? { config: { server: { endpoint: `127.0.0.1:${port}` } } } : {})
+  return { m, key: await m.key({ team: 'gateway-team', account: 'gw' }) }
+}
+
+t.test('a sidecar answers 201 once a record is queued and the upstream stores each record once', async (t) => {
+  const up = await startUpstream(t)
+  const side = await startMeterd(t, { config: sidecarConfig(up.m.url, up.key) })
+  const key = await side.key()
+  const sent: string[] = []
+  for (let i = 0; i < 5; i++) {
+    const body = completion()
+    sent.push(body.transactionId as string)
+    t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body })).status, 201)
+  }
+  const batch = [completion(), completion()]
+  sent.push(...batch.map((b) => b.transactionId as string))
+  t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: batch })).status, 201)
+  const tool = toolEvent()
+  sent.push(tool.transactionId as string)
+  t.equal((await call(`${side.url}/meter/v2/tool/events`, { key, body: tool })).status, 201)
+  t.equal((await call(`${side.url}/meter/v2/ai/video`, { key, body: goVideo })).status, 201)
+  sent.push(goVideo.transactionId)
+  const got = await until('the upstream to store 9 records', async () => {
+    const s = await stored(up.m.url, up.key)
+    return total(s) >= 9 ? s : undefined
+  })
+  t.same([...got.keys()].sort(), [...sent].sort(), 'every record, under its transactionId')
+  t.ok([...got.values()].every((n) => n === 1), 'each once')
+  // The upstream stores before the sidecar hears its answer: wait for the acknowledgement.
+  const metrics = await until('the sidecar to settle', async () => {
+    const res = await call(`${side.url}/metrics`)
+    return res.text.includes('meterd_upstream_queue_records{exporter="upstream"} 0') ? res : undefined
+  })
+  t.match(metrics.text, /meterd_upstream_sent_records_total\{exporter="upstream"\} 9/)
+})
+
+t.test('upstream down for a while: records wait in the queue and arrive once, those without a transactionId too', async (t) => {
+  const port = await freePort()
+  const upKey = 'hak_gw_upstreamupstreamupstream0001'
+  const side = await startMeterd(t, { config: sidecarConfig(`http://127.0.0.1:${port}`, upKey) })
+  const key = await side.key()
+  const withId = completion()
+  const withoutId = completion()
+  delete withoutId.transactionId
+  for (const body of [withId, withoutId]) t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body })).status, 201)
+  await new Promise((r) => setTimeout(r, 300)) // several failed sends
+  t.match((await call(`${side.url}/metrics`)).text, /meterd_upstream_queue_records\{exporter="upstream"\} 2/)
+  t.match((await call(`${side.url}/metrics`)).text, /meterd_upstream_send_errors_total\{exporter="upstream",reason="retry"\} [1-9]/)
+
+  const up = await startMeterd(t, { config: { server: { endpoint: `127.0.0.1:${port}` }, extensions: { apikeys: { bootstrap_key: upKey } } } })
+  const got = await until('both records upstream', async () => {
+    const s = await stored(up.url, upKey)
+    return total(s) >= 2 ? s : undefined
+  })
+  t.equal(got.get(withId.transactionId as string), 1)
+  const generated = [...got.keys()].filter((k) => k.startsWith('meterd-'))
+  t.equal(generated.length, 1, 'the record without a transactionId got the sidecar record id as one')
+  await new Promise((r) => setTimeout(r, 300))
+  t.equal(total(await stored(up.url, upKey)), 2, 'nothing arrives twice')
+})
+
+t.test('a full queue answers 503 with Retry-After and drops nothing', async (t) => {
+  const port = await freePort()
+  const side = await startMeterd(t, { config: sidecarConfig(`http://127.0.0.1:${port}`, 'hak_x_nobodylistensnobodylistens', { max_queue_records: 3 }) })
+  const key = await side.key()
+  for (let i = 0; i < 3; i++) t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 201)
+  const full = await call(`${side.url}/meter/v2/ai/completions`, { key, body: completion() })
+  t.equal(full.status, 503)
+  t.ok(Number(full.headers.get('retry-after')) >= 1, 'with Retry-After')
+  t.equal(full.body.error.type, 'api_error')
+  t.match((await call(`${side.url}/metrics`)).text, /meterd_upstream_queue_records\{exporter="upstream"\} 3/)
+})
+
+/** A stand-in upstream that answers by a script, recording what it received. */
+async function scripted(t: Teardown, answer: (body: any, n: number) => { status: number; body?: unknown; headers?: Record<string, string> }) {
+  const received: { at: number; body: any }[] = []
+  const server: Server = createServer((req, res) => {
+    let text = ''
+    req.on('data', (c) => (text += c))
+    req.on('end', () => {
+      const body = JSON.parse(text)
+      received.push({ at: Date.now(), body })
+      const a = answer(body, received.length)
+      res.writeHead(a.status, { 'content-type': 'application/json', ...(a.headers ?? {}) })
+      res.end(JSON.stringify(a.body ?? {}))
+    })
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())))
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received }
+}
+
+t.test('a record the upstream refuses goes to the dead letters; the rest of its batch is delivered; Retry-After is honoured', async (t) => {
+  let refusedOnce = false
+  const up = await scripted(t, (body, n) => {
+    if (n === 1) return { status: 503, headers: { 'retry-after': '1' }, body: { error: { code: 'unavailable' } } }
+    const list = Array.isArray(body) ? body : [body]
+    const bad = list.findIndex((r: any) => r.model === 'refuse-me')
+    if (bad >= 0 && !refusedOnce) {
+      if (list.length === 1) refusedOnce = true
+      return { status: 400, body: { error: { code: 'invalid_field', message: 'model is refused', param: Array.isArray(body) ? `[${bad}].model` : 'model' } } }
+    }
+    return { status: 201, body: list.map(() => ({ id: 'x' })) }
+  })
+  const side = await startMeterd(t, { config: sidecarConfig(up.url, 'hak_scripted_scriptedscriptedscripted', { max_backoff_ms: 5000 }) })
+  const key = await side.key()
+  const batch = [completion(), completion({ model: 'refuse-me' }), completion()]
+  t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: batch })).status, 201)
+  await until('the queue to drain', async () => ((await call(`${side.url}/metrics`)).text.includes('meterd_upstream_queue_records{exporter="upstream"} 0') ? true : undefined))
+  t.ok(up.received[1].at - up.received[0].at >= 950, 'the second attempt waited for Retry-After: 1')
+  const metrics = (await call(`${side.url}/metrics`)).text
+  t.match(metrics, /meterd_upstream_dead_letter_records\{exporter="upstream"\} 1/)
+  t.match(metrics, /meterd_upstream_sent_records_total\{exporter="upstream"\} 2/)
+  const delivered = up.received.filter((r) => Array.isArray(r.body) && r.body.length === 2).flatMap((r) => r.body.map((b: any) => b.transactionId))
+  t.same(delivered.sort(), [batch[0].transactionId, batch[2].transactionId].sort(), 'the two good records in one request')
+})
+
+t.test('kill -9 of the sidecar while its batch is at the upstream: after restart every acknowledged record is stored exactly once', async (t) => {
+  const up = await startUpstream(t)
+  // A slow link: requests reach the upstream (which stores them) but the answers come late.
+  let forwarded = 0
+  const proxy = createServer((req, res) => {
+    const out = httpRequest(new URL(req.url!, up.m.url), { method: req.method, headers: req.headers }, (r) => {
+      forwarded++
+      setTimeout(() => {
+        res.writeHead(r.statusCode!, r.headers)
+        r.pipe(res)
+      }, 400)
+    })
+    req.pipe(out)
+  })
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()))
+  t.teardown(() => new Promise<void>((r) => (proxy.closeAllConnections(), proxy.close(() => r()))))
+  const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+
+  const dir = tempDir()
+  const dataDir = join(dir, 'data')
+  const cfg = writeConfig(dir, sidecarConfig(proxyUrl, up.key, { batch_size: 20 }))
+  const first = await spawnMeterd(t, { dataDir, configFiles: [DEFAULT_CONFIG_PATH, cfg] })
+  const { ADMIN_KEY } = await import('../helpers/meterd.js')
+  const acked: string[] = []
+  for (let i = 0; i < 10; i++) {
+    const batch = Array.from({ length: 10 }, () => completion())
+    const res = await call(`${first.url}/meter/v2/ai/completions`, { key: ADMIN_KEY, body: batch })
+    t.equal(res.status, 201)
+    acked.push(...batch.map((b) => b.transactionId as string))
+  }
+  await until('a batch to reach the upstream', async () => (forwarded > 0 ? true : undefined))
+  await first.stop('SIGKILL')
+  const before = total(await stored(up.m.url, up.key))
+  t.ok(before < acked.length, `the sidecar died with records still queued (${before} of ${acked.length} upstream)`)
+  const second = await spawnMeterd(t, { dataDir, configFiles: [DEFAULT_CONFIG_PATH, cfg] })
+  const got = await until('every acknowledged record upstream', async () => {
+    const s = await stored(up.m.url, up.key)
+    return total(s) >= acked.length ? s : undefined
+  }, 30_000)
+  t.same([...got.keys()].sort(), [...acked].sort(), 'every acknowledged record')
+  t.ok([...got.values()].every((n) => n === 1), 'each exactly once, although a batch was sent twice')
+  await second.stop()
+})

@@ -14,10 +14,12 @@ import { attributionFactory } from './processors/attribution/index.js'
 import { pricingFactory } from './processors/pricing/index.js'
 import { validateFactory } from './processors/validate/index.js'
 import { meteringFactory } from './receivers/metering/index.js'
+import { otlpFactory } from './receivers/otlp/index.js'
 
 /** The distribution: every component this build of meterd knows, by kind and type. */
 export const FACTORIES: readonly Factory[] = [
   meteringFactory,
+  otlpFactory,
   validateFactory,
   attributionFactory,
   pricingFactory,

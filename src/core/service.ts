@@ -66,6 +66,11 @@ export class Service implements Host {
     return this.graph?.extensions.get(id) as T | undefined
   }
 
+  /** A running component by kind and id (`receiver`, `otlp`), for tests and tools. */
+  component<T = Component>(kind: Kind, id: string): T | undefined {
+    return this.graph?.ordered.find((e) => e.key === `${kind}:${id}`)?.component as T | undefined
+  }
+
   extensions(): ReadonlyMap<string, Component> {
     return this.graph?.extensions ?? new Map()
   }

@@ -102,7 +102,7 @@ const root = open({ path: process.env.DIR, overlappingSync: true })`,
 const MEASURED_CONFIG = {
   service: {
     extensions: ['apikeys'],
-    pipelines: { usage: { receivers: ['metering'], processors: ['validate', 'attribution'], exporters: ['lmdb'] } },
+    pipelines: { usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution'], exporters: ['lmdb'] } },
   },
 }
 

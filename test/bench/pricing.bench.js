@@ -38,7 +38,7 @@ function requests(key, path, template) {
 const pipeline = (processors) => ({
   service: {
     extensions: ['apikeys', 'tools'],
-    pipelines: { usage: { receivers: ['metering'], processors, exporters: ['lmdb'] } },
+    pipelines: { usage: { receivers: ['metering', 'genai'], processors, exporters: ['lmdb'] } },
   },
 })
 

@@ -27,7 +27,7 @@ const HIGH = 10_000_000
 const setupRequest = freshTransactions(bodyTemplate())
 const requests = (key) => [{ method: 'POST', path: PATH, headers: { 'content-type': 'application/json', 'x-api-key': key }, setupRequest }]
 
-const PIPELINES = { usage: { receivers: ['metering'], processors: ['validate', 'attribution'], exporters: ['lmdb'] } }
+const PIPELINES = { usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution'], exporters: ['lmdb'] } }
 const limited = (ratelimit) => ({
   extensions: { ratelimit: { limits: { metering: HIGH, analytics: HIGH, platform: HIGH }, ...ratelimit } },
   service: { extensions: ['apikeys', 'ratelimit'], pipelines: PIPELINES },

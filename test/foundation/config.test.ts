@@ -101,14 +101,14 @@ t.test('the graph: fan-out to several exporters, forward connector, and bad refe
     connectors: { forward: {} },
     service: {
       pipelines: {
-        usage: { receivers: ['metering'], processors: ['validate', 'attribution'], exporters: ['lmdb', 'debug/a', 'forward'] },
+        usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution'], exporters: ['lmdb', 'debug/a', 'forward'] },
         'usage/copy': { receivers: ['forward'], exporters: ['debug/b'] },
       },
     },
   })
   const r = resolveConfig([DEFAULT_CONFIG_PATH, good], factories, {})
   t.same(r.issues, [])
-  const unused = writeConfig(dir, { connectors: { forward: {} }, service: { pipelines: { usage: { receivers: ['metering'], exporters: ['forward'] } } } }, 'unused.yaml')
+  const unused = writeConfig(dir, { connectors: { forward: {} }, service: { pipelines: { usage: { receivers: ['metering', 'genai'], exporters: ['forward'] } } } }, 'unused.yaml')
   const u = resolveConfig([DEFAULT_CONFIG_PATH, unused], factories, {})
   t.match(u.issues, [{ path: 'connectors.forward', message: /used as an exporter in one pipeline and as a receiver/ }])
 })

@@ -10,13 +10,13 @@ t.test('health, readiness per pipeline, Prometheus metrics per component, debug 
       exporters: { lmdb: {}, debug: { verbosity: 'detailed' } },
       service: {
         extensions: ['apikeys'],
-        pipelines: { usage: { receivers: ['metering'], processors: ['validate', 'attribution'], exporters: ['lmdb', 'debug'] } },
+        pipelines: { usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution'], exporters: ['lmdb', 'debug'] } },
       },
     },
   })
   const key = await m.key()
   t.same((await call(`${m.url}/healthz`)).body, { status: 'ok' })
-  t.same((await call(`${m.url}/readyz`)).body, { status: 'ready', pipelines: { usage: 'running' } })
+  t.same((await call(`${m.url}/readyz`)).body, { status: 'ready', pipelines: { traces: 'running', logs: 'running', usage: 'running' } })
   const body = completion()
   t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body })).status, 201)
   t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body: completion({ model: 7 }) })).status, 400)

@@ -108,7 +108,7 @@ t.test('pricing with no durable exporter: the unit still commits, aggregates mov
       exporters: { debug: { verbosity: 'detailed' } },
       service: {
         extensions: ['apikeys', 'tools'],
-        pipelines: { usage: { receivers: ['metering'], processors: ['validate', 'attribution', 'pricing'], exporters: ['debug'] } },
+        pipelines: { usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution', 'pricing'], exporters: ['debug'] } },
       },
     },
   })

@@ -35,18 +35,21 @@ export async function genaiHarness(t: { teardown(fn: () => unknown): void }): Pr
   })
   const registry = new ToolRegistry(store, [{ team: '*', spec: parseToolSpec({ toolId: 'web-search', name: 'Web search', toolType: 'REST_API' }) }])
   const host = {
+    store,
     now: () => NOW,
     extensions: () => new Map([['tools', { registry, start: async () => {}, shutdown: async () => {} }]]),
   } as unknown as Host
   return {
     async run(signal, json, opts = {}) {
-      const config = { attribute_prefixes: ['service.', 'revenium.'], drop_attributes: (genaiFactory.schema.properties.drop_attributes as any).default, ...opts.config }
+      // Nothing here writes the records to the store, so only repeats within one export are deduplicated.
+      const config = { attribute_prefixes: ['service.', 'revenium.'], drop_attributes: (genaiFactory.schema.properties.drop_attributes as any).default, dedup_window_hours: 24, ...opts.config }
       const captured: UsageRecord[] = []
       const prom = new Registry()
       const connector = genaiFactory.create(
         { id: 'genai', logger: pino({ level: 'silent' }), metrics: componentMetrics(prom, 'connector', 'genai'), registry: prom },
         config as never,
         { usage: { consume: async (b: Batch) => void captured.push(...b.items) } },
+        // The records reach the pipeline through ingest, in a batch of their own.
       )
       await connector.start(host)
       const keys = { apiKeyAttributes: API_KEY_ATTRIBUTES }

@@ -70,6 +70,8 @@ export async function startMeterd(t: Teardown, opts: StartOptions = {}): Promise
   const base = {
     server: { endpoint: '127.0.0.1:0', shutdown_timeout_ms: 2000 },
     storage: { path: dataDir },
+    // Tests run side by side: the OTLP listeners take free ports too.
+    receivers: { otlp: { grpc: { endpoint: '127.0.0.1:0' }, http: { endpoint: '127.0.0.1:0' } } },
     extensions: { apikeys: { bootstrap_key: ADMIN_KEY } },
   }
   const override = writeConfig(dir, deepMerge(base, (opts.config ?? {}) as never) as Record<string, unknown>)
@@ -175,6 +177,8 @@ export async function spawnMeterd(t: Teardown, opts: { dataDir: string; configFi
     env: {
       ...process.env,
       METERD_ENDPOINT: `127.0.0.1:${port}`,
+      METERD_OTLP_GRPC_ENDPOINT: '127.0.0.1:0',
+      METERD_OTLP_HTTP_ENDPOINT: '127.0.0.1:0',
       METERD_DATA_DIR: opts.dataDir,
       METERD_BOOTSTRAP_API_KEY: ADMIN_KEY,
       METERD_LOG_LEVEL: 'warn',

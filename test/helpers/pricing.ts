@@ -18,7 +18,7 @@ export function startPricing(t: Teardown, opts: StartOptions & { processors?: Re
       ...(opts.processors ? { processors: opts.processors } : {}),
       service: {
         extensions: ['apikeys', 'tools'],
-        pipelines: { usage: { receivers: ['metering'], processors: ['validate', 'attribution', 'pricing'], exporters: ['lmdb'] } },
+        pipelines: { usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution', 'pricing'], exporters: ['lmdb'] } },
       },
       ...(opts.config ?? {}),
     },

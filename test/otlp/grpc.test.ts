@@ -1,4 +1,4 @@
-import { Client, Metadata, credentials, status, type ServiceError } from '@grpc/grpc-js'
+import { Metadata, status } from '@grpc/grpc-js'
 import { SeverityNumber } from '@opentelemetry/api'
 import { OTLPLogExporter } from '@opentelemetry/exporter-logs-otlp-grpc'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc'
@@ -12,6 +12,7 @@ import type { DecodedRequest, OtlpSignal } from '../../src/transport/otlp/batch.
 import { decodeLogsProto, decodeTracesProto } from '../../src/transport/otlp/decode-proto.js'
 import { ExportLogsServiceResponse, ExportTraceServiceResponse, RetryInfo, RpcStatus, SERVICES } from '../../src/transport/otlp/proto.js'
 import { encodeLogs, encodeSpans, jsonSpans, protoOf, sdkLogs, sdkSpans } from '../helpers/otlp.js'
+import { rawGrpcExport } from '../helpers/grpc.js'
 
 interface Seen {
   signal: OtlpSignal
@@ -36,30 +37,6 @@ async function startServer(t: Test, answer: (seen: Seen) => Promise<ExportResult
   const port = await server.start()
   t.teardown(() => server.shutdown(1000))
   return { port, seen, statuses, url: `http://127.0.0.1:${port}` }
-}
-
-interface RawResult {
-  err?: ServiceError
-  response?: Buffer
-}
-
-/** One Export call with a plain grpc-js client: the bytes go as they are (optionally gzip-compressed by the channel). */
-function rawExport(port: number, signal: OtlpSignal, body: Uint8Array, opts: { metadata?: Metadata; gzip?: boolean } = {}): Promise<RawResult> {
-  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure(), opts.gzip ? { 'grpc.default_compression_algorithm': 2 } : {})
-  return new Promise((resolve) => {
-    client.makeUnaryRequest(
-      `/${SERVICES[signal]}/Export`,
-      (b: Buffer) => b,
-      (b: Buffer) => b,
-      Buffer.from(body),
-      opts.metadata ?? new Metadata(),
-      {},
-      (err, response) => {
-        client.close()
-        resolve(err ? { err } : { response })
-      },
-    )
-  })
 }
 
 function exportSpans(exporter: OTLPTraceExporter, spans: ReadableSpan[]): Promise<{ code: number; error?: any }> {
@@ -127,7 +104,7 @@ t.test('the real OTLP/gRPC logs exporter reaches the handler, with Authorization
 t.test('metrics are accepted and counted', async (t) => {
   const srv = await startServer(t)
   const body = protoOf('metrics', { resourceMetrics: [{ scopeMetrics: [{ metrics: [{ name: 'tokens', sum: { dataPoints: [{}, {}] } }] }] }] })
-  const res = await rawExport(srv.port, 'metrics', body)
+  const res = await rawGrpcExport(srv.port, 'metrics', body)
   t.notOk(res.err)
   t.equal(res.response!.length, 0, 'full success is the empty response')
   t.equal(srv.seen[0].request.signal, 'metrics')
@@ -138,7 +115,7 @@ t.test('items refused by the decoder and by the handler come back as partial_suc
   const srv = await startServer(t, async () => ({ rejected: 1, errorMessage: 'item 0: gen_ai.usage.input_tokens must be a non-negative integer, got -3' }))
   const good = { traceId: 'ab'.repeat(16), spanId: 'cd'.repeat(8), startTimeUnixNano: '1795305494866000000' }
   const body = protoOf('traces', jsonSpans([good, { ...good, spanId: 'cdcd' }, { ...good, spanId: 'ef'.repeat(8) }]))
-  const res = await rawExport(srv.port, 'traces', body)
+  const res = await rawGrpcExport(srv.port, 'traces', body)
   t.notOk(res.err, 'the export is answered OK')
   const response = ExportTraceServiceResponse.decode(res.response!) as any
   t.equal(Number(response.partialSuccess.rejectedSpans), 2, 'one refused by the decoder, one by the handler')
@@ -150,7 +127,7 @@ t.test('items refused by the decoder and by the handler come back as partial_suc
 
   // Logs use their own response message.
   const logs = protoOf('logs', { resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: { stringValue: 'x' } }] }] }] })
-  const r2 = await rawExport(srv.port, 'logs', logs)
+  const r2 = await rawGrpcExport(srv.port, 'logs', logs)
   const lr = ExportLogsServiceResponse.decode(r2.response!) as any
   t.equal(Number(lr.partialSuccess.rejectedLogRecords), 1)
 })
@@ -178,7 +155,7 @@ t.test('errors map to the statuses the Collector answers, RetryInfo where a retr
   const body = encodeSpans(spans).proto
   for (const c of cases) {
     current = c.error
-    const res = await rawExport(srv.port, 'traces', body)
+    const res = await rawGrpcExport(srv.port, 'traces', body)
     t.equal(res.err?.code, c.code, `${c.name}: status ${status[c.code]}`)
     const details = res.err!.metadata.get('grpc-status-details-bin')
     if (c.retrySeconds === undefined) {
@@ -206,19 +183,19 @@ t.test('bad input is INVALID_ARGUMENT or RESOURCE_EXHAUSTED, never a crash, and 
   const srv = await startServer(t)
   const valid = protoOf('traces', jsonSpans([{ traceId: 'ab'.repeat(16), spanId: 'cd'.repeat(8), name: 'a span with a name', startTimeUnixNano: '1' }]))
 
-  const truncated = await rawExport(srv.port, 'traces', valid.subarray(0, valid.length - 5))
+  const truncated = await rawGrpcExport(srv.port, 'traces', valid.subarray(0, valid.length - 5))
   t.equal(truncated.err?.code, status.INVALID_ARGUMENT, 'truncated protobuf')
   t.match(truncated.err?.details, /malformed_protobuf/)
 
-  const garbage = await rawExport(srv.port, 'logs', Buffer.from('this is not protobuf'))
+  const garbage = await rawGrpcExport(srv.port, 'logs', Buffer.from('this is not protobuf'))
   t.equal(garbage.err?.code, status.INVALID_ARGUMENT, 'not protobuf at all')
 
   // A gzip bomb: 11 MiB of zeros in about 11 KiB; grpc-js stops inflating at the 10 MiB limit.
-  const bomb = await rawExport(srv.port, 'traces', Buffer.alloc(11 * 1024 * 1024), { gzip: true })
+  const bomb = await rawGrpcExport(srv.port, 'traces', Buffer.alloc(11 * 1024 * 1024), { gzip: true })
   t.equal(bomb.err?.code, status.RESOURCE_EXHAUSTED, 'a gzip bomb stops at the message limit')
   t.same(bomb.err?.metadata.get('grpc-status-details-bin'), [], 'without RetryInfo: exporters do not retry it')
 
-  const big = await rawExport(srv.port, 'traces', Buffer.alloc(10 * 1024 * 1024 + 1))
+  const big = await rawGrpcExport(srv.port, 'traces', Buffer.alloc(10 * 1024 * 1024 + 1))
   t.equal(big.err?.code, status.RESOURCE_EXHAUSTED, 'over 10 MiB uncompressed')
 
   // Just under the limit: a valid 10 MiB batch is decoded whole.
@@ -226,7 +203,7 @@ t.test('bad input is INVALID_ARGUMENT or RESOURCE_EXHAUSTED, never a crash, and 
   const spans = Array.from({ length: 9 }, (_, i) => ({ traceId: 'ab'.repeat(16), spanId: (i + 1).toString(16).padStart(16, '0'), startTimeUnixNano: '1', attributes: [attribute] }))
   const nine = protoOf('traces', jsonSpans(spans))
   t.ok(nine.length > 9 * 1024 * 1024 && nine.length < 10 * 1024 * 1024, 'a batch of almost 10 MiB')
-  const ok = await rawExport(srv.port, 'traces', nine, { gzip: true })
+  const ok = await rawGrpcExport(srv.port, 'traces', nine, { gzip: true })
   t.notOk(ok.err, 'is accepted')
   t.equal(srv.seen.at(-1)!.request.signal === 'traces' && (srv.seen.at(-1)!.request as any).items.length, 9)
 
@@ -237,7 +214,7 @@ t.test('bad input is INVALID_ARGUMENT or RESOURCE_EXHAUSTED, never a crash, and 
     'onStatus saw the decoding failures too (grpc-js refuses oversize messages before any handler)',
   )
 
-  const after = await rawExport(srv.port, 'traces', valid)
+  const after = await rawGrpcExport(srv.port, 'traces', valid)
   t.notOk(after.err, 'the server still answers')
 })
 
@@ -246,13 +223,13 @@ t.test('shutdown lets a call in flight finish', async (t) => {
   const gate = new Promise<void>((r) => (release = r))
   const server = new OtlpGrpcServer({ endpoint: '127.0.0.1:0', handler: () => gate })
   const port = await server.start()
-  const pending = rawExport(port, 'traces', new Uint8Array(0))
+  const pending = rawGrpcExport(port, 'traces', new Uint8Array(0))
   await new Promise((r) => setTimeout(r, 100))
   const stopped = server.shutdown(5000)
   release()
   const res = await pending
   await stopped
   t.notOk(res.err, 'the call in flight was answered')
-  const late = await rawExport(port, 'traces', new Uint8Array(0))
+  const late = await rawGrpcExport(port, 'traces', new Uint8Array(0))
   t.equal(late.err?.code, status.UNAVAILABLE, 'new calls are refused once it stopped')
 })

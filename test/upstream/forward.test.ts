@@ -12,7 +12,7 @@ const LIST = '/profitstream/v2/api/sources/metrics'
 function sidecarConfig(endpoint: string, apiKey: string, extra: Record<string, unknown> = {}) {
   return {
     exporters: { upstream: { endpoint, api_key: apiKey, initial_backoff_ms: 20, max_backoff_ms: 200, ...extra } },
-    service: { pipelines: { usage: { receivers: ['metering'], processors: ['validate', 'attribution', 'pricing'], exporters: ['upstream'] } } },
+    service: { pipelines: { usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution', 'pricing'], exporters: ['upstream'] } } },
   }
 }
 

@@ -2,11 +2,11 @@ import { Type, type Static } from '@sinclair/typebox'
 import type { ConnectorFactory, ConsumingComponent, CreateSettings, Host, SignalConsumers } from '../../core/component.js'
 import type { Batch, Consumer, ItemRejection } from '../../core/consumer.js'
 import { PermanentError } from '../../core/errors.js'
-import { newId } from '../../core/ids.js'
+import { Ingest, type IngestItem } from '../../domain/ingest/index.js'
 import { ToolRegistry } from '../../domain/tools/registry.js'
 import type { LogItem, SpanItem } from '../../model/otlp.js'
 import { checkBody } from '../../model/schemas.js'
-import { EMPTY_ATTRIBUTION, type Caller, type UsageRecord } from '../../model/usage-record.js'
+import type { Caller, UsageRecord } from '../../model/usage-record.js'
 import { apiKeyNames } from './attribution.js'
 import type { MapSettings, Mapped } from './build.js'
 import { mapLog } from './logs.js'
@@ -30,6 +30,12 @@ const schema = Type.Object(
     attribute_prefixes: Type.Array(Type.String({ minLength: 1 }), {
       default: ['service.', 'revenium.'],
       description: 'Prefixes of the attribution attributes (`<prefix>organization.name`, …), in order of precedence; `<prefix>api_key` (and always `service.api_key`, `revenium.api_key`) is never stored',
+    }),
+    dedup_window_hours: Type.Number({
+      default: 24,
+      minimum: 0,
+      maximum: 840,
+      description: "How long a record's transactionId is remembered per team, across OTLP and REST, so a retried export is stored once (up to 35 days)",
     }),
     drop_attributes: Type.Array(Type.String({ minLength: 1 }), {
       default: CONTENT_ATTRIBUTES,
@@ -55,25 +61,38 @@ const NO_CALLER: Caller = { account: '', tenant: '', team: '', environment: '', 
 export class GenaiConnector implements ConsumingComponent {
   readonly consumers: SignalConsumers
   private host?: Host
+  private ingest?: Ingest
+  private readonly usage: Consumer<UsageRecord>
   private registry?: ToolRegistry
   private readonly prefixes: readonly string[]
   private readonly drop: readonly string[]
   private readonly apiKeys: readonly string[]
+  private readonly dedupWindowMs: number
 
   constructor(private readonly settings: CreateSettings, config: Config, next: SignalConsumers) {
     if (!next.usage) throw new Error('the genai connector feeds usage pipelines only')
-    const usage = next.usage
+    this.usage = next.usage
+    this.dedupWindowMs = config.dedup_window_hours * 3_600_000
     this.prefixes = config.attribute_prefixes
     this.drop = config.drop_attributes
     this.apiKeys = apiKeyNames(config.attribute_prefixes)
     this.consumers = {
-      traces: { consume: (batch: Batch<SpanItem>) => this.convert(batch, usage, (item, s) => mapSpan(item, s)) },
-      logs: { consume: (batch: Batch<LogItem>) => this.convert(batch, usage, (item, s, now) => mapLog(item, s, now)) },
+      traces: { consume: (batch: Batch<SpanItem>) => this.convert(batch, (item, s) => mapSpan(item, s)) },
+      logs: { consume: (batch: Batch<LogItem>) => this.convert(batch, (item, s, now) => mapLog(item, s, now)) },
     }
   }
 
   async start(host: Host): Promise<void> {
     this.host = host
+    // Records from OTLP are deduplicated like REST ones, by transactionId per team and kind,
+    // sharing the in-flight table of every receiver on this store (src/domain/ingest).
+    this.ingest = new Ingest(host.store.usage, this.usage, {
+      receiver: this.settings.id,
+      dedupWindowMs: this.dedupWindowMs,
+      idempotencyTtlMs: 0,
+      metrics: this.settings.metrics,
+      now: () => host.now(),
+    })
     for (const ext of host.extensions().values()) {
       const registry = (ext as { registry?: unknown }).registry
       if (registry instanceof ToolRegistry) this.registry = registry
@@ -82,9 +101,8 @@ export class GenaiConnector implements ConsumingComponent {
 
   async shutdown(): Promise<void> {}
 
-  private async convert<T>(batch: Batch<T>, next: Consumer, map: (item: T, s: MapSettings, now: number) => Mapped | undefined): Promise<void> {
+  private async convert<T>(batch: Batch<T>, map: (item: T, s: MapSettings, now: number) => Mapped | undefined): Promise<void> {
     const now = this.host ? this.host.now() : Date.now()
-    const receivedAt = new Date(now).toISOString()
     const caller = batch.ctx.caller ?? NO_CALLER
     const registry = this.registry
     const settings: MapSettings = {
@@ -93,10 +111,8 @@ export class GenaiConnector implements ConsumingComponent {
       apiKeys: this.apiKeys,
       isRegisteredTool: (toolId) => registry !== undefined && caller.team !== '' && registry.byToolId(caller.team, toolId) !== undefined,
     }
-    const records: UsageRecord[] = []
+    const items: IngestItem[] = []
     const rejected: ItemRejection[] = []
-    // A batch that repeats a record (an exporter's retry merged into one export) stores it once.
-    const seen = new Set<string>()
     for (let i = 0; i < batch.items.length; i++) {
       let mapped: Mapped | undefined
       try {
@@ -109,10 +125,7 @@ export class GenaiConnector implements ConsumingComponent {
         rejected.push({ index: i, message: err.message })
         continue
       }
-      const key = `${mapped.kind}\0${mapped.body.transactionId}`
-      if (seen.has(key)) continue
-      seen.add(key)
-      records.push(newRecord(newId(now), mapped, caller, receivedAt))
+      items.push({ kind: mapped.kind, body: mapped.body })
     }
     if (rejected.length) {
       this.settings.metrics.refused(rejected.length)
@@ -123,23 +136,11 @@ export class GenaiConnector implements ConsumingComponent {
         throw new PermanentError(`item ${first.index}: ${first.message}${more}`, 'invalid_otlp_items', undefined, first.index)
       }
     }
-    if (!records.length) return
-    this.settings.metrics.accepted(records.length)
-    await next.consume({ items: records, ctx: batch.ctx })
+    if (!items.length) return
+    // Ingest stores the records once each (a retried export, or a batch repeating a record, is
+    // answered by the ids already stored) and resolves once they are durable.
+    await this.ingest!.submit(caller, items)
   }
-}
-
-function newRecord(id: string, m: Mapped, caller: Caller, receivedAt: string): UsageRecord {
-  return {
-    id,
-    kind: m.kind,
-    body: m.body as never,
-    eventTime: receivedAt, // the validate processor sets the event's own time
-    receivedAt,
-    caller: { account: caller.account, tenant: caller.tenant, team: caller.team, environment: caller.environment, keyId: caller.keyId },
-    attribution: { ...EMPTY_ATTRIBUTION },
-    attributed: false,
-  } as UsageRecord
 }
 
 export const genaiFactory: ConnectorFactory<typeof schema> = {

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import { ApiError, invalid, toApiError } from '../../core/errors.js'
-import type { Admission, AdmissionRequest, Principal, RateLimitBucket, Scope } from '../admission/index.js'
+import { presentedKey, type Admission, type AdmissionRequest, type Principal, type RateLimitBucket, type Scope } from '../admission/index.js'
 import { jsonCharsetProblem, isJsonContentType, parseJson, readBody } from './body.js'
 import { pathFamilies } from './families.js'
 import { Router, type Match, type Miss } from './router.js'
@@ -44,6 +44,14 @@ export interface Route {
   /** The scope a key needs; null: any valid key (with a bucket) or none (without). */
   scope: Scope | null
   handler: Handler
+  /** The largest body this route reads, after decompression (413 above it); default server.max_body_bytes. */
+  maxBodyBytes?: number
+  /**
+   * Finds an API key in the body when no header carries one (OTLP's `<prefix>api_key` resource
+   * attribute, for clients that cannot set headers). Called before admission, only then; a body
+   * it cannot read yields no key (admission answers 401).
+   */
+  payloadKey?: (ctx: RequestContext) => Promise<string | undefined>
 }
 
 export interface HttpServerOptions {
@@ -142,6 +150,8 @@ export class HttpServer {
     // HTTP/1.1 requires Host (RFC 9112 §3.2); Node would answer its absence with an empty 400.
     if (ctx.req.headers.host === undefined && ctx.req.httpVersionMinor >= 1 && ctx.req.httpVersionMajor === 1)
       return errorReply(invalid('missing_host', 'an HTTP/1.1 request must carry a Host header', 'Host'))
+    const payloadKey = found.route?.payloadKey
+    if (payloadKey && presentedKey(ctx) === undefined) ctx.apiKey = await payloadKey(ctx).catch(() => undefined)
     const admitted = this.opts.admission.admit(ctx)
     const refused = admitted instanceof Promise ? await admitted : admitted
     if (refused) return errorReply(refused)
@@ -191,6 +201,8 @@ class Ctx implements RequestContext {
   readonly responseHeaders: Record<string, string> = {}
   readonly bucket: RateLimitBucket | null
   readonly scope: Scope | null
+  apiKey?: string
+  private readonly maxBodyBytes: number
   private body?: Promise<Buffer>
   private parsedQuery?: URLSearchParams
 
@@ -205,6 +217,7 @@ class Ctx implements RequestContext {
     // A path without a route is admitted like the routes of its place (router.ts, Miss).
     this.bucket = found.route ? found.route.bucket : found.bucket
     this.scope = found.route ? found.route.scope : null
+    this.maxBodyBytes = found.route?.maxBodyBytes ?? opts.maxBodyBytes
   }
 
   header(name: string): string | undefined {
@@ -222,7 +235,7 @@ class Ctx implements RequestContext {
   }
 
   raw(): Promise<Buffer> {
-    return (this.body ??= readBody(this.req, this.opts.maxBodyBytes))
+    return (this.body ??= readBody(this.req, this.maxBodyBytes))
   }
 
   async json(): Promise<unknown> {

@@ -1,0 +1,75 @@
+import type { SignalConsumers } from '../../core/component.js'
+import type { ComponentMetrics } from '../../core/telemetry.js'
+import type { Batch } from '../../core/consumer.js'
+import { PermanentError, invalid } from '../../core/errors.js'
+import type { Caller } from '../../model/usage-record.js'
+import { itemCount, rejectionMessage, type DecodedRequest, type OtlpSignal } from '../../transport/otlp/batch.js'
+
+/** What an export came to, for either transport's answer. */
+export interface ExportOutcome {
+  /** Items the pipelines took (spans and log records; metric data points are counted, not consumed). */
+  processed: number
+  /** Per signal: items refused by the decoder and by the pipelines, and why. */
+  rejected: Partial<Record<OtlpSignal, { count: number; message: string }>>
+}
+
+/**
+ * Hands one export's decoded signals to the pipelines that consume them (DESIGN §2: traces and
+ * logs pipelines, whose genai connector makes usage records of them) and resolves once they are
+ * durable. Items refused one by one (by the decoder or the connector) are reported, the rest
+ * stored: OTLP's partial success. An export in which every item was refused is a 400.
+ */
+export interface ExportTarget {
+  /** The receiver's component id (BatchContext.receiver). */
+  receiver: string
+  next: SignalConsumers
+  metrics: ComponentMetrics
+}
+
+export async function exportSignals(caller: Caller, parts: DecodedRequest[], to: ExportTarget): Promise<ExportOutcome> {
+  const outcome = await exportParts(caller, parts, to)
+  to.metrics.accepted(outcome.processed)
+  let refused = 0
+  for (const r of Object.values(outcome.rejected)) refused += r!.count
+  if (refused) to.metrics.refused(refused)
+  return outcome
+}
+
+async function exportParts(caller: Caller, parts: DecodedRequest[], { receiver, next }: ExportTarget): Promise<ExportOutcome> {
+  const outcome: ExportOutcome = { processed: 0, rejected: {} }
+  let offered = 0
+  let refused = 0
+  for (const d of parts) {
+    const total = itemCount(d) + d.rejected.length
+    offered += total
+    const reasons: { path?: string; message: string }[] = [...d.rejected]
+    if (d.signal !== 'metrics' && d.items.length > 0 && next[d.signal]) {
+      const batch: Batch<unknown> = { items: d.items, ctx: { caller, receiver } }
+      try {
+        await next[d.signal]!.consume(batch)
+      } catch (err) {
+        // Every usage item refused: say so with the decoder's refusals too.
+        if (err instanceof PermanentError && err.code === 'invalid_otlp_items' && d.rejected.length)
+          throw new PermanentError(`${err.message}; ${rejectionMessage(d.rejected)}`, err.code, err.param)
+        throw err
+      }
+      for (const r of batch.ctx.rejected ?? []) reasons.push({ path: `${d.signal === 'traces' ? 'span' : 'log record'} ${r.index}`, message: r.message })
+      outcome.processed += d.items.length - (batch.ctx.rejected?.length ?? 0)
+    }
+    if (reasons.length) {
+      refused += reasons.length
+      outcome.rejected[d.signal] = { count: reasons.length, message: rejectionMessage(reasons) }
+    }
+  }
+  if (offered > 0 && refused === offered) {
+    const first = Object.values(outcome.rejected)[0]!
+    throw new PermanentError(`every item of the export was refused: ${first.message}`, 'invalid_otlp_items')
+  }
+  return outcome
+}
+
+/** A key from the payload is used only when the export names one key: a mix of keys is ambiguous. */
+export function checkPayloadKeys(keys: readonly string[]): void {
+  if (keys.length > 1)
+    throw invalid('ambiguous_api_key', `the export carries ${keys.length} different api_key resource attributes; send one export per key, or the key in a header`)
+}

@@ -1,0 +1,134 @@
+import { ApiError, invalid } from '../../core/errors.js'
+import { newId } from '../../core/ids.js'
+import { parseJson } from '../../transport/http/body.js'
+import type { HttpServer, Reply, RequestContext, Route } from '../../transport/http/server.js'
+import type { DecodeOptions, DecodedRequest, OtlpSignal } from '../../transport/otlp/batch.js'
+import { decodeLogsJson, decodeMetricsJson, decodeTracesJson } from '../../transport/otlp/decode-json.js'
+import { decodeLogsProto, decodeMetricsProto, decodeTracesProto } from '../../transport/otlp/decode-proto.js'
+import { encodeExportResponse } from '../../transport/otlp/response.js'
+import { checkPayloadKeys, exportSignals, type ExportOutcome, type ExportTarget } from './export.js'
+
+/** A fixed signal, or `any`: the unified endpoint, where the body says which (OTLP/JSON only). */
+type Target = OtlpSignal | 'any'
+
+const SIGNALS: readonly OtlpSignal[] = ['traces', 'logs', 'metrics']
+/** The field of an OTLP/JSON export that holds each signal. */
+const FIELD: Record<OtlpSignal, string> = { traces: 'resourceSpans', logs: 'resourceLogs', metrics: 'resourceMetrics' }
+const PROTO = { traces: decodeTracesProto, logs: decodeLogsProto, metrics: decodeMetricsProto }
+const JSON_DECODERS = { traces: decodeTracesJson, logs: decodeLogsJson, metrics: decodeMetricsJson }
+/** The partial-success count field of each signal's Export*ServiceResponse (OTLP/JSON spelling). */
+const REJECTED_FIELD: Record<OtlpSignal, string> = { traces: 'rejectedSpans', logs: 'rejectedLogRecords', metrics: 'rejectedDataPoints' }
+
+type Encoding = 'protobuf' | 'json'
+
+function encodingOf(ctx: RequestContext): Encoding {
+  const type = (ctx.header('content-type') ?? '').split(';')[0].trim().toLowerCase()
+  if (type === 'application/x-protobuf' || type === 'application/protobuf') return 'protobuf'
+  if (type === 'application/json') return 'json'
+  ctx.req.resume()
+  throw new ApiError(415, 'invalid_request_error', 'unsupported_media_type', `OTLP/HTTP takes application/x-protobuf or application/json, not ${type || 'a body without a content type'}`, {
+    param: 'Content-Type',
+  })
+}
+
+export interface OtlpHttpSettings {
+  target: ExportTarget
+  maxRequestBytes: number
+  maxJsonDepth: number
+  decode: DecodeOptions
+  now(): number
+}
+
+/**
+ * OTLP/HTTP (DESIGN §3): one handler behind every path real clients post to, on the base URL and
+ * on the receiver's own listener. The body is decoded once — before admission when the key can
+ * only be in it — and its signals go to the pipelines; the answer is the signal's
+ * Export*ServiceResponse for protobuf, and for JSON the shape the vendor's senders parse:
+ * `{id, resourceType, processedEvents, created}` (plus `partialSuccess`).
+ */
+export class OtlpHttp {
+  private readonly decoded = new WeakMap<RequestContext, Promise<DecodedRequest[]>>()
+  /** Requests whose key was looked for in the body (no header carried one). */
+  private readonly keyFromBody = new WeakSet<RequestContext>()
+
+  constructor(private readonly s: OtlpHttpSettings) {}
+
+  /** The routes of one path: `target` is its signal, `legacyMetrics` answers `processedMetrics` (the old metrics sender). */
+  route(path: string, target: Target, legacyMetrics = false): Route {
+    return {
+      method: 'POST',
+      path,
+      bucket: 'metering',
+      scope: 'metering:write',
+      maxBodyBytes: this.s.maxRequestBytes,
+      payloadKey: (ctx) => this.payloadKey(ctx, target),
+      handler: (ctx) => this.handle(ctx, target, legacyMetrics),
+    }
+  }
+
+  mount(http: HttpServer, paths: readonly [path: string, target: Target, legacyMetrics?: boolean][]): void {
+    for (const [path, target, legacy] of paths) http.route(this.route(path, target, legacy))
+  }
+
+  private decode(ctx: RequestContext, target: Target): Promise<DecodedRequest[]> {
+    let p = this.decoded.get(ctx)
+    if (!p) this.decoded.set(ctx, (p = this.decodeBody(ctx, target)))
+    return p
+  }
+
+  private async decodeBody(ctx: RequestContext, target: Target): Promise<DecodedRequest[]> {
+    const encoding = encodingOf(ctx)
+    if (encoding === 'protobuf') {
+      if (target === 'any')
+        throw new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'the unified OTLP endpoint takes OTLP/JSON; send protobuf to …/v1/traces, …/v1/logs or …/v1/metrics', {
+          param: 'Content-Type',
+        })
+      return [PROTO[target](await ctx.raw(), this.s.decode)]
+    }
+    const raw = await ctx.raw()
+    if (raw.length === 0) throw invalid('empty_body', 'the request body is empty')
+    const body = parseJson(raw, this.s.maxJsonDepth)
+    if (target !== 'any') return [JSON_DECODERS[target](body, this.s.decode)]
+    const present = SIGNALS.filter((s) => typeof body === 'object' && body !== null && (body as Record<string, unknown>)[FIELD[s]] !== undefined)
+    if (present.length === 0) throw invalid('invalid_otlp', 'the body holds none of resourceSpans, resourceLogs, resourceMetrics')
+    return present.map((s) => JSON_DECODERS[s](body, this.s.decode))
+  }
+
+  /** Called by the server only when no header carries a key. */
+  private async payloadKey(ctx: RequestContext, target: Target): Promise<string | undefined> {
+    this.keyFromBody.add(ctx)
+    const keys = new Set((await this.decode(ctx, target)).flatMap((d) => d.apiKeys))
+    return keys.values().next().value
+  }
+
+  private async handle(ctx: RequestContext, target: Target, legacyMetrics: boolean): Promise<Reply> {
+    const parts = await this.decode(ctx, target)
+    if (this.keyFromBody.has(ctx)) checkPayloadKeys([...new Set(parts.flatMap((d) => d.apiKeys))])
+    const outcome = await exportSignals(ctx.principal!, parts, this.s.target)
+    if (encodingOf(ctx) === 'protobuf') {
+      const signal = parts[0].signal
+      const r = outcome.rejected[signal]
+      const body = encodeExportResponse(signal, r ? { rejected: r.count, errorMessage: r.message } : undefined)
+      return { status: 200, text: Buffer.from(body), contentType: 'application/x-protobuf' }
+    }
+    return { status: 200, body: jsonAnswer(parts, outcome, legacyMetrics, this.s.now()) }
+  }
+}
+
+/** `{id, resourceType, processedEvents, created}`, the shape the vendor's own OTLP senders parse and print. */
+function jsonAnswer(parts: DecodedRequest[], outcome: ExportOutcome, legacyMetrics: boolean, now: number): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    id: newId(now),
+    resourceType: parts.map((d) => d.signal).join(','),
+    [legacyMetrics ? 'processedMetrics' : 'processedEvents']: outcome.processed,
+    created: new Date(now).toISOString(),
+  }
+  const rejected = Object.entries(outcome.rejected)
+  if (rejected.length) {
+    const partial: Record<string, unknown> = {}
+    for (const [signal, r] of rejected) partial[REJECTED_FIELD[signal as OtlpSignal]] = r!.count
+    partial.errorMessage = rejected.map(([, r]) => r!.message).join('; ')
+    out.partialSuccess = partial
+  }
+  return out
+}

@@ -1,5 +1,6 @@
 import type { Factory } from './core/component.js'
 import { forwardFactory } from './connectors/forward/index.js'
+import { analyticsFactory } from './exporters/analytics/index.js'
 import { debugFactory } from './exporters/debug/index.js'
 import { lmdbFactory } from './exporters/lmdb/index.js'
 import { webhookFactory } from './exporters/webhook/index.js'
@@ -23,6 +24,7 @@ export const FACTORIES: readonly Factory[] = [
   forwardFactory,
   apikeysFactory,
   webhookFactory,
+  analyticsFactory,
   exportconfigsFactory,
   ratelimitFactory,
   toolsFactory,

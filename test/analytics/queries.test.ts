@@ -64,6 +64,12 @@ t.test('analytics answers match a reference computed from the seeded records', a
     t.same(byName.body.agents.map((a: any) => a.agent), [...refF.keys()].filter((k) => k !== null).sort().concat(refF.has(null) ? [null] : []), 'sort=agent: names ascending, no agent last')
     for (const a of byName.body.agents) t.ok(eq(a.totalCost, refF.get(a.agent)!.tokenCost.plus(refF.get(a.agent)!.toolCost)), `filtered ${a.agent}`)
     t.same(byName.body.filters, { organizationName: 'Acme', environment: 'prod' })
+
+    // The subscriber is kept apart from the other dimensions (a column of its own): filter on it and another.
+    const sub = await get(m, key, 'agents/cost', { subscriberId: 'u2', productName: 'Gold' })
+    const refS = refAgents(select(data, { ...WINDOW, filters: { subscriberId: 'u2', productName: 'Gold' } }), REGISTERED)
+    t.same(new Set(sub.body.agents.map((a: any) => a.agent)), new Set(refS.keys()))
+    for (const a of sub.body.agents) t.ok(eq(a.totalCost, refS.get(a.agent)!.tokenCost.plus(refS.get(a.agent)!.toolCost)) && a.completions === refS.get(a.agent)!.completions, `subscriber u2, Gold: ${a.agent}`)
   })
 
   t.test('tools/cost-over-time: a series per tool, every bucket present, UTC-aligned', async (t) => {
@@ -192,6 +198,15 @@ t.test('analytics answers match a reference computed from the seeded records', a
         t.same(p.timeToFirstTokenMs, { p50: refNumberPercentile(r.ttft, 50), p95: refNumberPercentile(r.ttft, 95) })
       }
     }
+  })
+
+  t.test('filters on a subscriber and a provider spelt another way', async (t) => {
+    const res = await get(m, key, 'models', { subscriberId: 'u1', provider: 'OPENAI' })
+    const ref = refProviders(select(data, { ...WINDOW, filters: { subscriberId: 'u1', provider: 'openai' } }), REGISTERED, 'model')
+    t.equal(res.body.models.length, ref.size)
+    for (const p of res.body.models) t.ok(eq(p.cost, ref.get(`${p.provider}/${p.model}`)!.cost) && p.requests === ref.get(`${p.provider}/${p.model}`)!.requests, `${p.model} for u1`)
+    const none = await get(m, key, 'summary', { subscriberId: 'nobody' })
+    t.same([none.body.period.records, none.body.period.cost], [0, '0'], 'an unknown value matches nothing')
   })
 
   t.test('summary: the period and the one before it', async (t) => {

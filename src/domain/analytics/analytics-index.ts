@@ -1,5 +1,5 @@
 import type { UsageRecord } from '../../model/usage-record.js'
-import { costUnits, rowOf } from './row.js'
+import { costUnits, readRow, RowInput } from './row.js'
 import { TeamIndex, type RowRef } from './team-index.js'
 
 /**
@@ -12,6 +12,7 @@ export class AnalyticsIndex {
   private readonly unpriced = new Map<string, RowRef>()
   /** Records added since the last `takeAdded()`, stored unpriced. */
   private addedUnpriced = 0
+  private readonly row = new RowInput()
 
   team(team: string): TeamIndex | undefined {
     return this.teams.get(team)
@@ -19,12 +20,11 @@ export class AnalyticsIndex {
 
   /** Adds a committed record; false when it does not count (its tool was disabled). */
   add(r: UsageRecord): boolean {
-    const v = rowOf(r)
-    if (v === undefined) return false
+    if (!readRow(r, this.row)) return false
     const team = r.caller.team
     let t = this.teams.get(team)
     if (t === undefined) this.teams.set(team, (t = new TeamIndex(team)))
-    const ref = t.add({ ...v, tuple: t.tuple(v.dims), trace: v.traceId === '' ? 0 : t.traces.code(v.traceId) })
+    const ref = t.add(this.row)
     if (r.cost?.source === 'unpriced') {
       this.unpriced.set(r.id, ref)
       this.addedUnpriced++

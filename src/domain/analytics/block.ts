@@ -13,11 +13,9 @@ const FIRST_CAPACITY = 64
 /** Rows per block at most: a block is the unit a time range skips (by its min/max event time). */
 export const BLOCK_ROWS = 16384
 
-/** One row's values, as `add` takes them. */
+/** One row's own values, as `add` takes them beside its codes (row.ts RowInput). */
 export interface RowValues {
   time: number
-  tuple: number
-  trace: number
   /** Units (see units.ts): a number below 2^52, or a bigint. */
   cost: number | bigint
   flags: number
@@ -29,7 +27,7 @@ export interface RowValues {
 }
 
 /**
- * Rows in columns (typed arrays): 65 bytes a row, and loops over them touch only the columns a
+ * Rows in columns (typed arrays): 69 bytes a row, and loops over them touch only the columns a
  * query needs. A block grows by doubling up to BLOCK_ROWS; its rows never move, so a row's
  * (block, index) stays valid and a reprice can update its cost in place.
  */
@@ -38,7 +36,10 @@ export class Block {
   minTime = Infinity
   maxTime = -Infinity
   time: Float64Array
+  /** Code of the row's tuple of dimensions other than the subscriber (team-index.ts). */
   tuple: Uint32Array
+  /** Code of the subscriber: a column of its own, as end users are many and would multiply the tuples. */
+  subscriber: Uint32Array
   trace: Uint32Array
   /** Units below 2^52, or NaN with the amount in `bigCosts`. */
   cost: Float64Array
@@ -53,6 +54,7 @@ export class Block {
   constructor(private capacity = FIRST_CAPACITY) {
     this.time = new Float64Array(capacity)
     this.tuple = new Uint32Array(capacity)
+    this.subscriber = new Uint32Array(capacity)
     this.trace = new Uint32Array(capacity)
     this.cost = new Float64Array(capacity)
     this.flags = new Uint8Array(capacity)
@@ -66,14 +68,15 @@ export class Block {
   }
 
   /** Appends a row; returns its index. */
-  add(v: RowValues): number {
+  add(v: RowValues, tuple: number, subscriber: number, trace: number): number {
     if (this.size === this.capacity) this.grow()
     const i = this.size++
     this.time[i] = v.time
     if (v.time < this.minTime) this.minTime = v.time
     if (v.time > this.maxTime) this.maxTime = v.time
-    this.tuple[i] = v.tuple
-    this.trace[i] = v.trace
+    this.tuple[i] = tuple
+    this.subscriber[i] = subscriber
+    this.trace[i] = trace
     this.flags[i] = v.flags
     this.duration[i] = v.duration
     this.ttft[i] = v.ttft
@@ -118,6 +121,7 @@ export class Block {
     }
     this.time = more(this.time, cap)
     this.tuple = more(this.tuple, cap)
+    this.subscriber = more(this.subscriber, cap)
     this.trace = more(this.trace, cap)
     this.cost = more(this.cost, cap)
     this.flags = more(this.flags, cap)
@@ -129,6 +133,6 @@ export class Block {
 
   /** Bytes held by the columns (capacity, not size). */
   get bytes(): number {
-    return this.capacity * (8 + 4 + 4 + 8 + 1 + 8 + 8 + 4 * TOKENS)
+    return this.capacity * (8 + 4 + 4 + 4 + 8 + 1 + 8 + 8 + 4 * TOKENS)
   }
 }

@@ -2,13 +2,13 @@ import { DIM, normalise, type DimensionFilter } from './dimensions.js'
 import type { TeamIndex } from './team-index.js'
 
 /**
- * The tuples of a team that pass every filter (1) or not (0), or null without filters. Each
- * filter is decided once per distinct value of its dimension, then once per tuple: the cost is
- * the number of distinct values and tuples, never the number of rows.
+ * The tuples and subscribers of a team that pass every filter (1) or not (0), null where no
+ * filter applies. Each filter is decided once per distinct value of its dimension, then once
+ * per tuple: the cost is the number of distinct values and tuples, never the number of rows.
  */
-export function tupleMask(team: TeamIndex, filters: readonly DimensionFilter[]): Uint8Array | null {
-  if (filters.length === 0) return null
-  const mask = new Uint8Array(team.tupleCount).fill(1)
+export function masks(team: TeamIndex, filters: readonly DimensionFilter[]): { tuples: Uint8Array | null; subscribers: Uint8Array | null } {
+  let tuples: Uint8Array | null = null
+  let subscribers: Uint8Array | null = null
   for (const f of filters) {
     const d = DIM[f.dimension]
     const dict = team.dims[d]
@@ -21,10 +21,16 @@ export function tupleMask(team: TeamIndex, filters: readonly DimensionFilter[]):
       // Code 0 is "not given": no filter value (never empty) matches it.
       for (let c = 1; c < dict.size; c++) ok[c] = matches(dict.values[c], f.op, value) ? 1 : 0
     }
-    const col = team.tupleDims[d]
-    for (let t = 0; t < team.tupleCount; t++) if (ok[col[t]] === 0) mask[t] = 0
+    if (d === DIM.subscriberId) {
+      if (subscribers === null) subscribers = ok
+      else for (let c = 0; c < ok.length; c++) subscribers[c] &= ok[c]
+      continue
+    }
+    tuples ??= new Uint8Array(team.tupleCount).fill(1)
+    const col = team.tupleColumn(f.dimension)
+    for (let t = 0; t < team.tupleCount; t++) if (ok[col[t]] === 0) tuples[t] = 0
   }
-  return mask
+  return { tuples, subscribers }
 }
 
 function matches(v: string, op: DimensionFilter['op'], value: string): boolean {

@@ -1,5 +1,5 @@
 import type { DimensionFilter } from './dimensions.js'
-import { tupleMask } from './filters.js'
+import { masks } from './filters.js'
 import type { Selection, TeamIndex } from './team-index.js'
 
 /**
@@ -16,7 +16,7 @@ export interface AnalyticsQuery {
 }
 
 export function selection(team: TeamIndex, q: AnalyticsQuery, kind?: 'completion' | 'tool'): Selection {
-  return { from: q.from, to: q.to, tuples: tupleMask(team, q.filters), kind }
+  return { from: q.from, to: q.to, ...masks(team, q.filters), kind }
 }
 
 /** Token counts by kind (block.ts TOKEN_KINDS). */

@@ -1,45 +1,53 @@
 import type { UsageRecord } from '../../model/usage-record.js'
-import { ERROR, TOKENS, TOOL, type RowValues } from './block.js'
-import { DIMENSIONS } from './dimensions.js'
+import { ERROR, TOKENS, TOOL } from './block.js'
+import { DIM, DIMENSIONS } from './dimensions.js'
 import { parseUnits } from './units.js'
 
-/** A record as analytics keeps it: its row's values, its dimension values (normalised) and its traceId. */
-export interface RowInput extends Omit<RowValues, 'tuple' | 'trace'> {
-  dims: string[]
-  traceId: string
+/** A record as analytics reads it: its row's values, its dimension values (normalised) and its traceId. */
+export class RowInput {
+  time = 0
+  /** Units (units.ts). */
+  cost: number | bigint = 0
+  flags = 0
+  /** ms; NaN when unknown. */
+  duration = NaN
+  /** ms; NaN when unknown. */
+  ttft = NaN
+  readonly tokens = new Float64Array(TOKENS)
+  /** In DIMENSIONS order. */
+  readonly dims: string[] = new Array<string>(DIMENSIONS.length).fill('')
+  traceId = ''
 }
 
 const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0)
 const ms = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : NaN)
 
 /**
- * What a stored record contributes, or undefined when it must not count (its tool was disabled:
- * `cost.metered` false). Errors: a completion whose stopReason is ERROR, a tool event with
- * `success: false`. Time to first token: `timeToFirstToken` when positive, else
- * completionStartTime − requestTime when positive, else unknown (clients send 0 for "not
- * measured", wire-contract §1.3).
+ * Reads what a stored record contributes into `row` (reused from record to record: nothing is
+ * allocated per record); false when it must not count (its tool was disabled: `cost.metered`
+ * false). Errors: a completion whose stopReason is ERROR, a tool event with `success: false`.
+ * Time to first token: `timeToFirstToken` when positive, else completionStartTime − requestTime
+ * when positive, else unknown (clients send 0 for "not measured", wire-contract §1.3).
  */
-export function rowOf(r: UsageRecord): RowInput | undefined {
-  if (r.cost?.metered === false) return undefined
+export function readRow(r: UsageRecord, row: RowInput): boolean {
+  if (r.cost?.metered === false) return false
   const a = r.attribution
-  const tokens = new Array<number>(TOKENS).fill(0)
-  let flags = 0
-  let duration: number
-  let ttft = NaN
-  let provider = ''
-  let model = ''
-  let toolId = ''
+  const dims = row.dims
+  const tokens = row.tokens
+  row.flags = 0
+  row.ttft = NaN
   if (r.kind === 'completion') {
     const b = r.body
-    provider = typeof b.provider === 'string' ? b.provider.toLowerCase() : ''
-    model = typeof b.model === 'string' ? b.model : ''
-    if (b.stopReason === 'ERROR') flags |= ERROR
-    duration = ms(b.requestDuration)
+    dims[DIM.provider] = typeof b.provider === 'string' ? b.provider.toLowerCase() : ''
+    dims[DIM.model] = typeof b.model === 'string' ? b.model : ''
+    dims[DIM.toolId] = ''
+    if (b.stopReason === 'ERROR') row.flags |= ERROR
+    row.duration = ms(b.requestDuration)
     const sent = ms(b.timeToFirstToken)
-    if (sent > 0) ttft = sent
+    if (sent > 0) row.ttft = sent
     else if (typeof b.completionStartTime === 'string' && typeof b.requestTime === 'string') {
       const d = Date.parse(b.completionStartTime) - Date.parse(b.requestTime)
-      if (d > 0) ttft = d
+      if (d > 0) row.ttft = d
     }
     tokens[0] = num(b.inputTokenCount)
     tokens[1] = num(b.outputTokenCount)
@@ -49,22 +57,24 @@ export function rowOf(r: UsageRecord): RowInput | undefined {
     tokens[5] = num(b.totalTokenCount)
   } else {
     const b = r.body
-    flags |= TOOL
-    toolId = b.toolId
-    if (b.success === false) flags |= ERROR
-    duration = ms(b.durationMs)
+    row.flags |= TOOL
+    if (b.success === false) row.flags |= ERROR
+    row.duration = ms(b.durationMs)
+    dims[DIM.provider] = ''
+    dims[DIM.model] = ''
+    dims[DIM.toolId] = b.toolId
+    tokens.fill(0)
   }
-  const dims = new Array<string>(DIMENSIONS.length)
-  dims[0] = a.organizationName
-  dims[1] = a.productName
-  dims[2] = a.subscriberId
-  dims[3] = a.subscriberCredentialName
-  dims[4] = a.agent
-  dims[5] = provider
-  dims[6] = model
-  dims[7] = toolId
-  dims[8] = a.environment
-  return { time: Date.parse(r.eventTime), dims, traceId: a.traceId, cost: costUnits(r), flags, duration, ttft, tokens }
+  dims[DIM.organizationName] = a.organizationName
+  dims[DIM.productName] = a.productName
+  dims[DIM.subscriberId] = a.subscriberId
+  dims[DIM.subscriberCredentialName] = a.subscriberCredentialName
+  dims[DIM.agent] = a.agent
+  dims[DIM.environment] = a.environment
+  row.traceId = a.traceId
+  row.time = Date.parse(r.eventTime)
+  row.cost = costUnits(r)
+  return true
 }
 
 /** The record's cost in units; 0 without a cost (a pipeline without pricing) or an unreadable one. */

@@ -1,10 +1,13 @@
-import { Block, BLOCK_ROWS, TOOL, type RowValues } from './block.js'
+import { Block, BLOCK_ROWS, TOOL } from './block.js'
 import { Dictionary } from './dictionary.js'
-import { DIMENSIONS } from './dimensions.js'
+import { DIM, DIMENSIONS, type Dimension } from './dimensions.js'
+import type { RowInput } from './row.js'
+import { TupleTable } from './tuple-table.js'
 
-const DIMS = DIMENSIONS.length
+/** The dimensions a row keeps in its tuple: all but the subscriber, which has a column of its own. */
+const IN_TUPLE = DIMENSIONS.map((_, d) => d).filter((d) => d !== DIM.subscriberId)
 
-/** Which rows a query reads: an event-time range and, optionally, the tuples its filters allow and one kind. */
+/** Which rows a query reads: an event-time range and, optionally, the tuples and subscribers its filters allow and one kind. */
 export interface Selection {
   /** Inclusive, ms since epoch. */
   from: number
@@ -12,6 +15,8 @@ export interface Selection {
   to: number
   /** 1 for each tuple code that passes the filters; null: every tuple. */
   tuples: Uint8Array | null
+  /** 1 for each subscriber code that passes the filters; null: every subscriber. */
+  subscribers: Uint8Array | null
   kind?: 'completion' | 'tool'
 }
 
@@ -27,46 +32,42 @@ const SELECTED = new Uint32Array(BLOCK_ROWS)
 
 /**
  * One team's rows and the dictionaries their codes point into. A row's attribution is one
- * code into a table of distinct tuples (organization, product, subscriber, credential, agent,
- * provider, model, tool, environment): records of one client repeat the same few tuples, so a
- * row pays 4 bytes for all nine dimensions, and a filter is decided once per tuple, not per row.
+ * code into a table of distinct tuples (organization, product, credential, agent, provider,
+ * model, tool, environment) plus its subscriber's code: records of one client repeat the same
+ * few tuples, so a row pays 8 bytes for all nine dimensions, and a filter is decided once per
+ * tuple, not per row.
  */
 export class TeamIndex {
   readonly dims: Dictionary[] = DIMENSIONS.map(() => new Dictionary())
   readonly traces = new Dictionary()
-  /** tupleDims[d][tuple] = the tuple's code in dims[d]. */
-  tupleDims: Uint32Array[] = DIMENSIONS.map(() => new Uint32Array(16))
-  private readonly tupleCodes = new Map<string, number>()
-  tupleCount = 0
+  readonly tuples = new TupleTable(IN_TUPLE.length)
   readonly blocks: Block[] = []
   rows = 0
+  private readonly codes = new Uint32Array(IN_TUPLE.length)
 
   constructor(readonly team: string) {}
 
-  /** The tuple code of these dimension values (normalised, in DIMENSIONS order). */
-  tuple(values: readonly string[]): number {
-    let key = ''
-    const codes = new Array<number>(DIMS)
-    for (let d = 0; d < DIMS; d++) {
-      codes[d] = this.dims[d].code(values[d])
-      key += codes[d] + ','
-    }
-    let t = this.tupleCodes.get(key)
-    if (t === undefined) {
-      t = this.tupleCount++
-      if (t === this.tupleDims[0].length) this.tupleDims = this.tupleDims.map((a) => growTo(a, a.length * 2))
-      for (let d = 0; d < DIMS; d++) this.tupleDims[d][t] = codes[d]
-      this.tupleCodes.set(key, t)
-    }
-    return t
+  get tupleCount(): number {
+    return this.tuples.count
   }
 
-  add(v: RowValues): RowRef {
+  /** tuple → its code in dimension `d`'s dictionary (not the subscriber: rows hold that themselves). */
+  tupleColumn(dimension: Dimension): Uint32Array {
+    const k = IN_TUPLE.indexOf(DIM[dimension])
+    if (k === -1) throw new Error(`${dimension} is not part of a tuple`)
+    return this.tuples.cols[k]
+  }
+
+  add(row: RowInput): RowRef {
+    for (let k = 0; k < IN_TUPLE.length; k++) this.codes[k] = this.dims[IN_TUPLE[k]].code(row.dims[IN_TUPLE[k]])
+    const tuple = this.tuples.code(this.codes)
+    const subscriber = this.dims[DIM.subscriberId].code(row.dims[DIM.subscriberId])
+    const trace = row.traceId === '' ? 0 : this.traces.code(row.traceId)
     let block = this.blocks[this.blocks.length - 1]
     if (block === undefined || block.full) this.blocks.push((block = new Block()))
-    const row = block.add(v)
+    const i = block.add(row, tuple, subscriber, trace)
     this.rows++
-    return { block, row }
+    return { block, row: i }
   }
 
   /**
@@ -74,12 +75,12 @@ export class TeamIndex {
    * `rows[0..n)` (a shared scratch list, valid only during the call).
    */
   each(sel: Selection, fn: (block: Block, rows: Uint32Array, n: number) => void): void {
-    const { from, to, tuples } = sel
+    const { from, to, tuples, subscribers } = sel
     const kind = sel.kind === undefined ? -1 : sel.kind === 'tool' ? TOOL : 0
     for (const b of this.blocks) {
       if (b.maxTime < from || b.minTime >= to) continue
       const inside = b.minTime >= from && b.maxTime < to
-      const { time, tuple, flags, size } = b
+      const { time, tuple, subscriber, flags, size } = b
       let n = 0
       for (let i = 0; i < size; i++) {
         if (!inside) {
@@ -87,6 +88,7 @@ export class TeamIndex {
           if (t < from || t >= to) continue
         }
         if (tuples !== null && tuples[tuple[i]] === 0) continue
+        if (subscribers !== null && subscribers[subscriber[i]] === 0) continue
         if (kind !== -1 && (flags[i] & TOOL) !== kind) continue
         SELECTED[n++] = i
       }
@@ -96,14 +98,8 @@ export class TeamIndex {
 
   /** Bytes held by this team's rows (columns at capacity) and tuple table; the dictionaries' strings are not counted. */
   get bytes(): number {
-    let n = this.tupleDims[0].length * 4 * DIMS
+    let n = this.tuples.bytes
     for (const b of this.blocks) n += b.bytes
     return n
   }
-}
-
-function growTo(a: Uint32Array, n: number): Uint32Array {
-  const b = new Uint32Array(n)
-  b.set(a)
-  return b
 }

@@ -3,6 +3,7 @@ import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '
 import type { Batch } from '../../core/consumer.js'
 import { AnalyticsIndex, publishAnalytics, withdrawAnalytics, type Analytics } from '../../domain/analytics/index.js'
 import type { UsageRecord } from '../../model/usage-record.js'
+import { analyticsGauges } from './metrics.js'
 import { Rebuild } from './rebuild.js'
 import { RepriceWatch } from './reprice-watch.js'
 import { mountAnalyticsRoutes } from './routes.js'
@@ -52,6 +53,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
       (err) => logger.error({ err }, 'analytics: reading the stored records failed; the analytics endpoints stay unavailable'),
     )
     publishAnalytics(host.store, this.settings.id, this)
+    analyticsGauges(this.settings.registry, this.settings.id, this)
     if (this.config.query_api) mountAnalyticsRoutes(host, this, { maxBuckets: this.config.max_buckets })
   }
 

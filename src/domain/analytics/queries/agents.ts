@@ -19,7 +19,7 @@ export interface AgentCost {
 /** Token cost (completions) against tool cost (tool events) per agent, largest total first. */
 export function agentsCost(team: TeamIndex | undefined, q: AnalyticsQuery): AgentCost[] {
   if (team === undefined) return []
-  const agentOf = team.tupleDims[DIM.agent]
+  const agentOf = team.tupleColumn('agent')
   const size = team.dims[DIM.agent].size
   const tokenCost = new MoneySums(size)
   const toolCost = new MoneySums(size)

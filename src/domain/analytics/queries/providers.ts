@@ -1,6 +1,6 @@
 import { ERROR, TOKEN_OVERFLOW, TOKENS } from '../block.js'
 import { DIM } from '../dimensions.js'
-import { percentiles } from '../rank.js'
+import { GroupedValues } from '../grouped-values.js'
 import { selection, tokenTotals, type AnalyticsQuery, type TokenTotals } from '../query.js'
 import type { TeamIndex } from '../team-index.js'
 import { MoneySums } from '../units.js'
@@ -33,29 +33,34 @@ export interface ProviderStats {
  */
 export function providerStats(team: TeamIndex | undefined, q: AnalyticsQuery, by: 'provider' | 'model'): ProviderStats[] {
   if (team === undefined) return []
-  const providerOf = team.tupleDims[DIM.provider]
-  const modelOf = team.tupleDims[DIM.model]
-  // Each tuple's group, numbered densely: providers by their code, models by (provider, model).
+  const providerOf = team.tupleColumn('provider')
+  const modelOf = team.tupleColumn('model')
+  // Each tuple's group: a provider's own code, or a (provider, model) pair numbered on first sight.
   const groupOf = new Int32Array(team.tupleCount)
-  const keys: [number, number][] = []
-  const seen = new Map<number, number>()
+  const providerCount = team.dims[DIM.provider].size
   const models = team.dims[DIM.model].size
-  for (let t = 0; t < team.tupleCount; t++) {
-    const key = by === 'provider' ? providerOf[t] : providerOf[t] * models + modelOf[t]
-    let g = seen.get(key)
-    if (g === undefined) {
-      seen.set(key, (g = keys.length))
-      keys.push([providerOf[t], by === 'provider' ? 0 : modelOf[t]])
+  const keys: [number, number][] = []
+  if (by === 'provider') {
+    for (let p = 0; p < providerCount; p++) keys.push([p, 0])
+    for (let t = 0; t < team.tupleCount; t++) groupOf[t] = providerOf[t]
+  } else {
+    const pair = new Int32Array(providerCount * models).fill(-1)
+    for (let t = 0; t < team.tupleCount; t++) {
+      const k = providerOf[t] * models + modelOf[t]
+      if (pair[k] === -1) {
+        pair[k] = keys.length
+        keys.push([providerOf[t], modelOf[t]])
+      }
+      groupOf[t] = pair[k]
     }
-    groupOf[t] = g
   }
   const size = keys.length
   const cost = new MoneySums(size)
   const requests = new Float64Array(size)
   const errors = new Float64Array(size)
   const tokens = new Float64Array(size * TOKENS)
-  const latency: number[][] = Array.from({ length: size }, () => [])
-  const ttft: number[][] = Array.from({ length: size }, () => [])
+  const latency = new GroupedValues(size, team.rows)
+  const ttft = new GroupedValues(size, team.rows)
   team.each(selection(team, q, 'completion'), (b, rows, n) => {
     const { tuple, flags, cost: c, duration, ttft: first, tokens: tok } = b
     for (let j = 0; j < n; j++) {
@@ -67,9 +72,9 @@ export function providerStats(team: TeamIndex | undefined, q: AnalyticsQuery, by
       if (units === units) cost.add(g, units)
       else cost.addBig(g, b.bigCost(i))
       const d = duration[i]
-      if (d === d) latency[g].push(d)
+      if (d === d) latency.push(g, d)
       const f = first[i]
-      if (f === f) ttft[g].push(f)
+      if (f === f) ttft.push(g, f)
       for (let k = 0, at = i * TOKENS; k < TOKENS; k++, at++) {
         const v = tok[at]
         tokens[g * TOKENS + k] += v === TOKEN_OVERFLOW ? b.token(i, k) : v
@@ -78,11 +83,13 @@ export function providerStats(team: TeamIndex | undefined, q: AnalyticsQuery, by
   })
   const providers = team.dims[DIM.provider].values
   const modelNames = team.dims[DIM.model].values
+  const latencies = latency.percentiles([50, 95])
+  const ttfts = ttft.percentiles([50, 95])
   const out: ProviderStats[] = []
   for (let g = 0; g < size; g++) {
     if (requests[g] === 0) continue
-    const [lp50, lp95] = percentiles(latency[g], [50, 95])
-    const [tp50, tp95] = percentiles(ttft[g], [50, 95])
+    const [lp50, lp95] = latencies[g]
+    const [tp50, tp95] = ttfts[g]
     out.push({
       provider: providers[keys[g][0]],
       ...(by === 'model' ? { model: modelNames[keys[g][1]] } : {}),

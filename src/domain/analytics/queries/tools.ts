@@ -41,7 +41,7 @@ export interface ToolSeries {
 export function toolsCostOverTime(team: TeamIndex | undefined, q: AnalyticsQuery, interval: Interval): ToolSeries[] {
   if (team === undefined) return []
   const { start, count, width } = bucketsOf(q.from, q.to, interval)
-  const toolOf = team.tupleDims[DIM.toolId]
+  const toolOf = team.tupleColumn('toolId')
   const tools = team.dims[DIM.toolId].size
   const slots = tools * count
   const cost = new MoneySums(slots)

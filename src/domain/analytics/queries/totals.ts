@@ -1,5 +1,5 @@
 import { ERROR, TOKEN_OVERFLOW, TOKENS, TOOL } from '../block.js'
-import { percentiles } from '../rank.js'
+import { GroupedValues } from '../grouped-values.js'
 import { selection, tokenTotals, type AnalyticsQuery, type TokenTotals } from '../query.js'
 import type { TeamIndex } from '../team-index.js'
 import { MoneySums } from '../units.js'
@@ -35,7 +35,7 @@ export function totals(team: TeamIndex | undefined, q: AnalyticsQuery): Totals {
   const tokens = new Float64Array(TOKENS)
   let errors = 0
   let traces = 0
-  const latency: number[] = []
+  const latency = new GroupedValues(1, team?.rows ?? 0)
   if (team !== undefined) {
     const seen = new Uint8Array(team.traces.size)
     team.each(selection(team, q), (b, rows, n) => {
@@ -56,7 +56,7 @@ export function totals(team: TeamIndex | undefined, q: AnalyticsQuery): Totals {
         }
         if (k === 0) {
           const d = duration[i]
-          if (d === d) latency.push(d)
+          if (d === d) latency.push(0, d)
           for (let x = 0, at = i * TOKENS; x < TOKENS; x++, at++) {
             const v = tok[at]
             tokens[x] += v === TOKEN_OVERFLOW ? b.token(i, x) : v
@@ -68,7 +68,7 @@ export function totals(team: TeamIndex | undefined, q: AnalyticsQuery): Totals {
   const tokenCost = cost.get(0)
   const toolCost = cost.get(1)
   const records = counts[0] + counts[1]
-  const [p50, p95] = percentiles(latency, [50, 95])
+  const [[p50, p95]] = latency.percentiles([50, 95])
   return {
     cost: tokenCost + toolCost,
     tokenCost,

@@ -1,10 +1,10 @@
 import type { UsageRecord } from '../../../model/usage-record.js'
-import { ERROR, TOKENS, TOOL } from '../block.js'
+import { ERROR, TOOL } from '../block.js'
 import { DIM } from '../dimensions.js'
 import { passes } from '../filters.js'
 import type { AnalyticsQuery, TokenTotals } from '../query.js'
 import { tokenTotals } from '../query.js'
-import { rowOf } from '../row.js'
+import { readRow, RowInput } from '../row.js'
 
 export interface TraceRecord {
   id: string
@@ -51,8 +51,8 @@ export function traceDetail(traceId: string, stored: readonly UsageRecord[], q: 
   let end = -Infinity
   const agents = new Set<string>()
   for (const r of stored) {
-    const row = rowOf(r)
-    if (row === undefined || row.time < from || row.time >= to || !passes(row.dims, filters)) continue
+    const row = new RowInput()
+    if (!readRow(r, row) || row.time < from || row.time >= to || !passes(row.dims, filters)) continue
     const cost = BigInt(row.cost)
     const tool = (row.flags & TOOL) !== 0
     if (tool) toolCost += cost
@@ -66,8 +66,7 @@ export function traceDetail(traceId: string, stored: readonly UsageRecord[], q: 
       const operation = r.body.operation
       records.push({ ...base, toolId: row.dims[DIM.toolId], ...(typeof operation === 'string' ? { operation } : {}) })
     } else {
-      const t = Float64Array.from(row.tokens as number[])
-      records.push({ ...base, provider: row.dims[DIM.provider], model: row.dims[DIM.model], tokens: tokenTotals(t.length === TOKENS ? t : new Float64Array(TOKENS)) })
+      records.push({ ...base, provider: row.dims[DIM.provider], model: row.dims[DIM.model], tokens: tokenTotals(row.tokens) })
     }
   }
   records.sort((a, b) => a.time - b.time || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))

@@ -323,7 +323,7 @@ function agentsOf(team: TeamIndex, q: AnalyticsQuery, codes: number[]): Map<numb
   const wanted = new Uint8Array(team.traces.size)
   for (const c of codes) wanted[c] = 1
   const found = new Map<number, Set<number>>()
-  const agentOf = team.tupleDims[DIM.agent]
+  const agentOf = team.tupleColumn('agent')
   if (codes.length > 0)
     team.each(selection(team, q), (b, rows, n) => {
       const { trace, tuple } = b

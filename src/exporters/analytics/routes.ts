@@ -185,7 +185,17 @@ export function mountAnalyticsRoutes(host: Host, analytics: Analytics, o: RouteO
         end: empty ? null : iso(t.end),
         durationMs: empty ? null : t.end - t.start,
         agents: t.agents,
-        records: t.records.map(({ time, cost, ...r }) => ({ ...r, eventTime: iso(time), cost: money(cost) })),
+        records: t.records.map((r) => ({
+          id: r.id,
+          kind: r.kind,
+          eventTime: iso(r.time),
+          agent: r.agent,
+          ...(r.kind === 'completion' ? { provider: r.provider, model: r.model } : { toolId: r.toolId, ...(r.operation !== undefined ? { operation: r.operation } : {}) }),
+          cost: money(r.cost),
+          durationMs: r.durationMs,
+          error: r.error,
+          ...(r.tokens ? { tokens: r.tokens } : {}),
+        })),
       },
     }
   })

@@ -91,7 +91,15 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
         rebuild.forget(r.id)
         continue
       }
-      if (rebuild.committed(r.id) && this.index.add(r)) added++
+      if (!rebuild.committed(r.id)) continue
+      try {
+        if (this.index.add(r)) added++
+      } catch (err) {
+        // The record is stored: failing the request now would answer 503 for it. It is counted
+        // again from the store at the next start.
+        this.settings.metrics.failed(1)
+        this.settings.logger.error({ err, id: r.id }, 'analytics: a stored record could not be added to the index')
+      }
     }
     this.settings.metrics.accepted(added)
   }

@@ -88,7 +88,6 @@ export function mountAnalyticsRoutes(host: Host, analytics: Analytics, o: RouteO
   get('tools/cost-over-time', (ctx) => {
     const q = readQuery(ctx, host.now(), ['interval'])
     const interval = choice<Interval>(ctx, 'interval', Object.keys(INTERVALS) as Interval[], 'hour')
-    if (!Number.isFinite(q.from) || !Number.isFinite(q.to)) throw invalid('invalid_parameter', 'from and to must be dates', 'from')
     const { start, count, width } = bucketsOf(q.from, q.to, interval)
     if (count > o.maxBuckets)
       throw invalid('invalid_parameter', `from..to by ${interval} is ${count} buckets, more than ${o.maxBuckets}: choose a longer interval or a shorter period`, 'interval')
@@ -237,8 +236,7 @@ const signed = (units: bigint): string => (units > 0n ? '+' : '') + money(units)
 function sortAgents(agents: AgentCost[], sort: (typeof AGENT_SORTS)[number], order: 'asc' | 'desc'): AgentCost[] {
   const dir = order === 'asc' ? 1 : -1
   const name = (a: AgentCost) => a.agent ?? '\uffff' // the no-agent group after every name
-  const key = (a: AgentCost): bigint | number | string =>
-    sort === 'agent' ? name(a) : sort === 'tokens' ? a.tokens.total : sort === 'completions' || sort === 'toolEvents' ? a[sort] : a[sort]
+  const key = (a: AgentCost): bigint | number | string => (sort === 'agent' ? name(a) : sort === 'tokens' ? a.tokens.total : a[sort])
   return agents.sort((a, b) => {
     const x = key(a)
     const y = key(b)

@@ -1,0 +1,87 @@
+import { isModelKind, type UsageRecord } from '../../model/usage-record.js'
+import { ERROR, TOKENS, TOOL } from './block.js'
+import { DIM, DIMENSIONS } from './dimensions.js'
+import { parseUnits } from './units.js'
+
+/** A record as analytics reads it: its row's values, its dimension values (normalised) and its traceId. */
+export class RowInput {
+  time = 0
+  /** Units (units.ts). */
+  cost: number | bigint = 0
+  flags = 0
+  /** ms; NaN when unknown. */
+  duration = NaN
+  /** ms; NaN when unknown. */
+  ttft = NaN
+  readonly tokens = new Float64Array(TOKENS)
+  /** In DIMENSIONS order. */
+  readonly dims: string[] = new Array<string>(DIMENSIONS.length).fill('')
+  traceId = ''
+}
+
+const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0)
+const ms = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : NaN)
+
+/**
+ * Reads what a stored record contributes (media records count like completions: a model, a
+ * provider, a cost, no tokens) into `row` (reused from record to record: nothing is
+ * allocated per record); false when it must not count (its tool was disabled: `cost.metered`
+ * false). Errors: a completion whose stopReason is ERROR, a tool event with `success: false`.
+ * Time to first token: `timeToFirstToken` when positive, else completionStartTime − requestTime
+ * when positive, else unknown (clients send 0 for "not measured", wire-contract §1.3).
+ */
+export function readRow(r: UsageRecord, row: RowInput): boolean {
+  if (r.cost?.metered === false) return false
+  const a = r.attribution
+  const dims = row.dims
+  const tokens = row.tokens
+  row.flags = 0
+  row.ttft = NaN
+  if (isModelKind(r.kind)) {
+    // Completions and image, audio and video records (their token counts are absent: 0).
+    const b = r.body as Record<string, unknown>
+    dims[DIM.provider] = typeof b.provider === 'string' ? b.provider.toLowerCase() : ''
+    dims[DIM.model] = typeof b.model === 'string' ? b.model : ''
+    dims[DIM.toolId] = ''
+    if (b.stopReason === 'ERROR') row.flags |= ERROR
+    row.duration = ms(b.requestDuration)
+    const sent = ms(b.timeToFirstToken)
+    if (sent > 0) row.ttft = sent
+    else if (typeof b.completionStartTime === 'string' && typeof b.requestTime === 'string') {
+      const d = Date.parse(b.completionStartTime) - Date.parse(b.requestTime)
+      if (d > 0) row.ttft = d
+    }
+    tokens[0] = num(b.inputTokenCount)
+    tokens[1] = num(b.outputTokenCount)
+    tokens[2] = num(b.reasoningTokenCount)
+    tokens[3] = num(b.cacheReadTokenCount)
+    tokens[4] = num(b.cacheCreationTokenCount)
+    tokens[5] = num(b.totalTokenCount)
+  } else {
+    const b = r.body
+    row.flags |= TOOL
+    if (b.success === false) row.flags |= ERROR
+    row.duration = ms(b.durationMs)
+    dims[DIM.provider] = ''
+    dims[DIM.model] = ''
+    dims[DIM.toolId] = typeof b.toolId === 'string' ? b.toolId : ''
+    tokens.fill(0)
+  }
+  dims[DIM.organizationName] = a.organizationName
+  dims[DIM.productName] = a.productName
+  dims[DIM.subscriberId] = a.subscriberId
+  dims[DIM.subscriberCredentialName] = a.subscriberCredentialName
+  dims[DIM.agent] = a.agent
+  dims[DIM.environment] = a.environment
+  row.traceId = a.traceId
+  row.time = Date.parse(r.eventTime)
+  row.cost = costUnits(r)
+  return true
+}
+
+/** The record's cost in units; 0 without a cost (a pipeline without pricing) or an unreadable one. */
+export function costUnits(r: UsageRecord): number | bigint {
+  const total = r.cost?.total
+  if (typeof total !== 'string') return 0
+  return parseUnits(total) ?? 0
+}

@@ -1,0 +1,115 @@
+import { Type, type Static } from '@sinclair/typebox'
+import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
+import type { Batch } from '../../core/consumer.js'
+import { AnalyticsIndex, publishAnalytics, withdrawAnalytics, type Analytics } from '../../domain/analytics/index.js'
+import type { UsageRecord } from '../../model/usage-record.js'
+import { analyticsGauges } from './metrics.js'
+import { Rebuild } from './rebuild.js'
+import { RepriceWatch } from './reprice-watch.js'
+import { mountAnalyticsRoutes } from './routes.js'
+
+const schema = Type.Object(
+  {
+    query_api: Type.Boolean({ default: true, description: 'Serve the read endpoints under /{api_prefix}/v2/api/analytics/ (docs/analytics.md)' }),
+    max_buckets: Type.Integer({ default: 2000, minimum: 1, maximum: 100_000, description: 'Most buckets tools/cost-over-time answers with; a longer from..to for its interval is a 400' }),
+    reprice_poll_ms: Type.Integer({ default: 1000, minimum: 10, description: 'How often records stored unpriced are checked for a price set since by `meterd reprice` (another process)' }),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+/**
+ * Keeps every team's analytics in memory (src/domain/analytics), fed with each record once its
+ * write unit has committed, and serves the analytics endpoints from it. At start the index is
+ * read back from the stored records (src/exporters/analytics/rebuild.ts) while ingest goes on;
+ * prices set later by `meterd reprice` are picked up by RepriceWatch.
+ */
+export class AnalyticsExporter implements ConsumingComponent, Analytics {
+  readonly consumers
+  readonly index = new AnalyticsIndex()
+  private host?: Host
+  private rebuild?: Rebuild
+  private watch?: RepriceWatch
+
+  constructor(private readonly settings: CreateSettings, private readonly config: Config) {
+    this.consumers = { usage: { consume: (b: Batch<UsageRecord>) => this.consume(b) } }
+  }
+
+  get ready(): boolean {
+    return this.rebuild !== undefined && !this.rebuild.active && !this.rebuild.failed
+  }
+
+  whenReady(): Promise<void> {
+    return this.rebuild?.done ?? Promise.reject(new Error('the analytics exporter has not started'))
+  }
+
+  async start(host: Host): Promise<void> {
+    this.host = host
+    const logger = this.settings.logger
+    this.rebuild = new Rebuild(host.store, this.index, logger)
+    this.watch = new RepriceWatch(host.store, this.index, logger)
+    this.rebuild.done.then(
+      () => this.watch!.start(this.config.reprice_poll_ms),
+      (err) => logger.error({ err }, 'analytics: reading the stored records failed; the analytics endpoints stay unavailable'),
+    )
+    publishAnalytics(host.store, this.settings.id, this)
+    analyticsGauges(this.settings.registry, this.settings.id, this)
+    if (this.config.query_api) mountAnalyticsRoutes(host, this, { maxBuckets: this.config.max_buckets })
+  }
+
+  async shutdown(): Promise<void> {
+    this.rebuild?.stop()
+    this.watch?.stop()
+    if (this.host) withdrawAnalytics(this.host.store, this.settings.id)
+  }
+
+  /**
+   * Adds the batch's records once they are committed (so their costs are the ones stored, and a
+   * record the store kept an earlier twin of is known and skipped). Runs in the request path:
+   * one row append per record, nothing else.
+   */
+  private async consume(batch: Batch<UsageRecord>): Promise<void> {
+    const rebuild = this.rebuild!
+    if (rebuild.active) for (const r of batch.items) rebuild.expect(r.id)
+    // The write unit is created by whichever component writes first; once every branch of the
+    // fan-out has been handed the batch (after this first await), it exists if anyone writes.
+    await undefined
+    const unit = batch.ctx.unit
+    if (unit !== undefined) {
+      try {
+        await unit.commit()
+      } catch {
+        // Nothing was stored; the store's own branch reports the failure.
+        for (const r of batch.items) rebuild.forget(r.id)
+        return
+      }
+    }
+    const duplicates = batch.ctx.duplicates
+    let added = 0
+    for (const r of batch.items) {
+      if (duplicates?.has(r.id)) {
+        rebuild.forget(r.id)
+        continue
+      }
+      if (!rebuild.committed(r.id)) continue
+      try {
+        if (this.index.add(r)) added++
+      } catch (err) {
+        // The record is stored: failing the request now would answer 503 for it. It is counted
+        // again from the store at the next start.
+        this.settings.metrics.failed(1)
+        this.settings.logger.error({ err, id: r.id }, 'analytics: a stored record could not be added to the index')
+      }
+    }
+    this.settings.metrics.accepted(added)
+  }
+}
+
+export const analyticsFactory: ExporterFactory<typeof schema> = {
+  kind: 'exporter',
+  type: 'analytics',
+  description: 'In-memory analytics of the stored usage records, with the /analytics read endpoints',
+  signals: ['usage'],
+  schema,
+  create: (settings, config) => new AnalyticsExporter(settings, config),
+}

@@ -1,0 +1,91 @@
+import type { Logger } from 'pino'
+import type { AnalyticsIndex } from '../../domain/analytics/index.js'
+import type { Store } from '../../store/store.js'
+
+/** Where a record that arrived while the stored records were being read stands. */
+type Live = 'expected' | 'applied' | 'scanned'
+
+const CHUNK = 4096
+
+/**
+ * Fills the index from the stored records at start (nothing is persisted: the records are the
+ * truth, so after kill -9 nothing is missing and nothing counts twice). The read goes by record
+ * id in chunks, yielding between them, so ingest is served meanwhile; the queries wait (503)
+ * until it is done.
+ *
+ * A record that arrives meanwhile is added once its commit is done, and the scan may meet it
+ * too, or not (it may commit behind the scan's position): `live` says which of the two added
+ * it. Its entry is made before the commit, so the scan can never meet a record it does not know
+ * is live.
+ */
+export class Rebuild {
+  active = true
+  /** The read failed: the index is incomplete and must not be answered from. */
+  failed = false
+  scanned = 0
+  private readonly live = new Map<string, Live>()
+  private stopped = false
+  readonly done: Promise<void>
+
+  constructor(private readonly store: Store, private readonly index: AnalyticsIndex, private readonly logger: Logger) {
+    this.done = this.run()
+  }
+
+  /** A live record, before its commit. */
+  expect(id: string): void {
+    if (this.active) this.live.set(id, 'expected')
+  }
+
+  /** A live record, after its commit: true when the caller must add it (the scan has not). */
+  committed(id: string): boolean {
+    const state = this.live.get(id)
+    if (state === undefined) return true
+    if (state === 'scanned' || !this.active) this.live.delete(id)
+    else this.live.set(id, 'applied')
+    return state !== 'scanned'
+  }
+
+  /** A live record that was not stored (its commit failed, or the store kept an earlier twin). */
+  forget(id: string): void {
+    this.live.delete(id)
+  }
+
+  stop(): void {
+    this.stopped = true
+  }
+
+  private async run(): Promise<void> {
+    const started = Date.now()
+    const { records } = this.store.usage
+    let after: string | undefined
+    try {
+      while (!this.stopped) {
+        let last: string | undefined
+        for (const { key, value } of records.getRange({ start: after, limit: after === undefined ? CHUNK : CHUNK + 1 })) {
+          // Not a record: lmdb-js keeps the msgpack shared structures in the same database.
+          if (typeof key !== 'string' || key === after) continue
+          last = key
+          const state = this.live.get(key)
+          if (state === 'applied') {
+            this.live.delete(key) // the scan passes each id once
+            continue
+          }
+          if (state === 'expected') this.live.set(key, 'scanned')
+          this.index.add(value)
+          this.scanned++
+        }
+        if (last === undefined) break
+        after = last
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    } catch (err) {
+      this.failed = true
+      throw err
+    } finally {
+      this.active = false
+      for (const [id, state] of this.live) if (state === 'applied') this.live.delete(id)
+    }
+    const { rows, bytes } = this.index.stats()
+    this.logger.info({ records: this.scanned, rows, mib: Math.round(bytes / 1048576), ms: Date.now() - started }, 'analytics: stored records read')
+  }
+}

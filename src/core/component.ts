@@ -60,11 +60,27 @@ export interface ConsumingComponent extends Component {
   readonly consumers: SignalConsumers
 }
 
+/** What a factory's `check` can ask about the rest of the config, and where it reports. */
+export interface CheckContext {
+  /** Reports a problem at a path relative to the component (`grpc.endpoint`; '' for the component itself). */
+  issue(path: string, message: string): void
+  /** The type of the extension with this id when it is configured and listed in service.extensions. */
+  extensionType(id: string): string | undefined
+  /** Checks a listener's `host:port` and that no other listener of the config takes the same port. */
+  listener(path: string, endpoint: string): void
+}
+
 interface FactoryBase<S extends TSchema> {
   type: string
   description: string
   /** One schema: the TypeScript type, the defaults, validation with paths and the config reference. */
   schema: S
+  /**
+   * The checks `start` would otherwise find too late: files it reads, other components it needs,
+   * endpoints it listens on — everything that needs no port, store or network. `meterd validate`
+   * and `meterd run` both run it (plan()), for every component the service uses.
+   */
+  check?(config: Static<S>, ctx: CheckContext): void
 }
 
 export interface ReceiverFactory<S extends TSchema = TSchema> extends FactoryBase<S> {

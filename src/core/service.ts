@@ -7,6 +7,7 @@ import { HttpServer } from '../transport/http/server.js'
 import { Store } from '../store/store.js'
 import type { Component, Host, Kind } from './component.js'
 import type { MeterdConfig, ServerConfig } from './config/schema.js'
+import { dataDirFailure, listenFailure } from './startup-error.js'
 import { build, type Factories, type Graph, type Plan } from './graph.js'
 import { componentMetrics, createTelemetry, type Telemetry } from './telemetry.js'
 
@@ -43,12 +44,16 @@ export class Service implements Host {
     this.server = opts.config.server
     this.clock = opts.now ?? Date.now
     const storage = opts.config.storage
-    this.store = new Store({
-      path: storage.path,
-      maxSizeMb: storage.max_size_mb,
-      preallocateMb: storage.preallocate_mb,
-      onPreallocateError: (err) => this.logger.warn({ err }, 'could not write space ahead in the data file; trying again in a minute'),
-    })
+    try {
+      this.store = new Store({
+        path: storage.path,
+        maxSizeMb: storage.max_size_mb,
+        preallocateMb: storage.preallocate_mb,
+        onPreallocateError: (err) => this.logger.warn({ err }, 'could not write space ahead in the data file; trying again in a minute'),
+      })
+    } catch (err) {
+      throw dataDirFailure(err, storage.path)
+    }
     this.http = new HttpServer({
       apiPrefix: this.server.api_prefix,
       maxBodyBytes: this.server.max_body_bytes,
@@ -89,7 +94,9 @@ export class Service implements Host {
       await entry.component.start(this)
       this.started.push(entry)
     }
-    const addr = await this.http.listen(this.server.endpoint)
+    const addr = await this.http.listen(this.server.endpoint).catch((err) => {
+      throw listenFailure(err, this.server.endpoint, 'server.endpoint')
+    })
     this.state = 'ready'
     this.logger.info({ address: `${addr.address}:${addr.port}`, pipelines: this.graph.pipelines }, 'meterd is ready')
     return addr

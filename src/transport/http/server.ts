@@ -1,3 +1,4 @@
+import { parseEndpoint } from '../../core/endpoint.js'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
@@ -255,10 +256,4 @@ class Ctx implements RequestContext {
   }
 }
 
-export function parseEndpoint(endpoint: string): { host: string; port: number } {
-  const i = endpoint.lastIndexOf(':')
-  const host = i === -1 ? '127.0.0.1' : endpoint.slice(0, i).replace(/^\[|\]$/g, '') || '0.0.0.0'
-  const port = Number(i === -1 ? endpoint : endpoint.slice(i + 1))
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid endpoint "${endpoint}": expected host:port`)
-  return { host, port }
-}
+export { parseEndpoint }

@@ -21,6 +21,8 @@ export async function main(argv: string[]): Promise<void> {
     process.exitCode = await dispatch(argv)
   } catch (err) {
     process.exitCode = report(err)
+    // A failed start may leave a handle behind (a half-bound gRPC server): do not wait for it.
+    setTimeout(() => process.exit(), 500).unref()
   }
 }
 

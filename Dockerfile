@@ -36,6 +36,7 @@ COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY config ./config
+COPY docs ./docs
 COPY proto ./proto
 COPY bin ./bin
 # The code stays root-owned (COPY default) and read-only to the daemon; only /data is writable.

@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
 import { Gauge } from 'prom-client'
@@ -7,6 +9,8 @@ import { HttpServer } from '../transport/http/server.js'
 import { Store } from '../store/store.js'
 import type { Component, Host, Kind } from './component.js'
 import type { MeterdConfig, ServerConfig } from './config/schema.js'
+import { DOC_PATH } from './errors.js'
+import { PACKAGE_ROOT } from './paths.js'
 import { dataDirFailure, listenFailure } from './startup-error.js'
 import { build, type Factories, type Graph, type Plan } from './graph.js'
 import { componentMetrics, createTelemetry, type Telemetry } from './telemetry.js'
@@ -143,6 +147,15 @@ export class Service implements Host {
           body: { status: ready ? 'ready' : this.state, pipelines: Object.fromEntries(pipelines.map((p) => [p, ready ? 'running' : this.state])) },
         }
       },
+    })
+    // The error reference every doc_url points to (DOC_PATH), from the package's docs/.
+    const reference = readFileSync(join(PACKAGE_ROOT, 'docs', 'errors.md'), 'utf8')
+    this.http.route({
+      method: 'GET',
+      path: DOC_PATH,
+      bucket: null,
+      scope: null,
+      handler: () => ({ status: 200, text: reference, contentType: 'text/markdown; charset=utf-8' }),
     })
     this.http.route({
       method: 'GET',

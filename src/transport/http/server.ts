@@ -1,6 +1,6 @@
 import { parseEndpoint } from '../../core/endpoint.js'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import { ApiError, invalid, toApiError } from '../../core/errors.js'
 import { presentedKey, type Admission, type AdmissionRequest, type Principal, type RateLimitBucket, type Scope } from '../admission/index.js'
@@ -95,7 +95,7 @@ export class HttpServer {
     // Malformed HTTP never reaches a handler; answer it in the error shape and move on.
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       if (!socket.writable || err.code === 'ECONNRESET') return socket.destroy()
-      const body = JSON.stringify(new ApiError(400, 'invalid_request_error', 'bad_http', 'malformed HTTP request').body())
+      const body = JSON.stringify(new ApiError(400, 'invalid_request_error', 'bad_http', 'malformed HTTP request').body(originOf(undefined, socket as Socket)))
       socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
     })
     this.server = server
@@ -183,6 +183,9 @@ export class HttpServer {
       payload = reply.text
       headers['content-type'] = reply.contentType ?? 'text/plain; charset=utf-8'
     } else if (reply.body !== undefined) {
+      // An error's doc_url is a path on this daemon until here, where the origin is known.
+      const error = (reply.body as { error?: { doc_url?: unknown } } | null)?.error
+      if (ctx && typeof error?.doc_url === 'string' && error.doc_url.startsWith('/')) error.doc_url = originOf(ctx.req.headers.host, ctx.req.socket) + error.doc_url
       payload = JSON.stringify(reply.body)
       headers['content-type'] = 'application/json'
     }
@@ -190,6 +193,13 @@ export class HttpServer {
     res.writeHead(reply.status, headers)
     res.end(ctx?.method === 'HEAD' ? undefined : payload)
   }
+}
+
+/** The base URL a client called: its Host header, else the address it reached. */
+function originOf(host: string | undefined, socket: { localAddress?: string; localPort?: number }): string {
+  if (host) return `http://${host}`
+  const a = socket.localAddress ?? '127.0.0.1'
+  return `http://${a.includes(':') ? `[${a}]` : a}:${socket.localPort ?? ''}`
 }
 
 export function errorReply(err: ApiError): Reply {

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
-import { Gauge } from 'prom-client'
+import { storeGauges } from '../store/metrics.js'
 import { Admission } from '../transport/admission/index.js'
 import { HttpServer } from '../transport/http/server.js'
 import { Store } from '../store/store.js'
@@ -13,7 +13,7 @@ import { DOC_PATH } from './errors.js'
 import { PACKAGE_ROOT } from './paths.js'
 import { dataDirFailure, listenFailure } from './startup-error.js'
 import { build, type Factories, type Graph, type Plan } from './graph.js'
-import { componentMetrics, createTelemetry, type Telemetry } from './telemetry.js'
+import { NO_ITEM_METRICS, componentMetrics, createTelemetry, httpRequestMetrics, type Telemetry } from './telemetry.js'
 
 export type ServiceState = 'created' | 'starting' | 'ready' | 'draining' | 'stopped'
 
@@ -64,6 +64,7 @@ export class Service implements Host {
       maxJsonDepth: this.server.max_json_depth,
       logger: this.logger.child({ component: 'http' }),
       admission: this.admission,
+      requests: httpRequestMetrics(this.registry),
     })
   }
 
@@ -90,7 +91,8 @@ export class Service implements Host {
     this.graph = build(config, plan, (kind: Kind, id: string) => ({
       id,
       logger: this.logger.child({ kind, component: id }),
-      metrics: componentMetrics(this.registry, kind, id.replace(/@.*/, '')),
+      // Extensions handle no items: counters of theirs could never move.
+      metrics: kind === 'extension' ? NO_ITEM_METRICS : componentMetrics(this.registry, kind, id.replace(/@.*/, '')),
       registry: this.registry,
     }))
     this.mountOperations()
@@ -128,12 +130,7 @@ export class Service implements Host {
 
   private mountOperations(): void {
     const pipelines = this.graph!.pipelines
-    new Gauge({
-      name: 'meterd_up',
-      help: '1 while the daemon is ready',
-      registers: [this.registry],
-      collect: () => undefined,
-    }).set(1)
+    storeGauges(this.registry, this.store, this.opts.config.storage)
     this.http.route({ method: 'GET', path: '/healthz', bucket: null, scope: null, handler: () => ({ status: 200, body: { status: 'ok' } }) })
     this.http.route({
       method: 'GET',

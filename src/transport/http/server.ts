@@ -61,6 +61,12 @@ export interface HttpServerOptions {
   maxJsonDepth: number
   logger: Logger
   admission: Admission
+  /** Told of every answered request: its route template (never the raw path), status and duration. */
+  requests?: RequestObserver
+}
+
+export interface RequestObserver {
+  observe(method: string, route: string, status: number, seconds: number): void
 }
 
 /** Ids in paths are short (meterd's own are under 300 characters); a longer one is refused before any store sees it. */
@@ -175,7 +181,10 @@ export class HttpServer {
   }
 
   private send(res: ServerResponse, ctx: Ctx | undefined, reply: Reply): void {
-    if (ctx) this.opts.admission.observe(ctx, reply.status)
+    if (ctx) {
+      this.opts.admission.observe(ctx, reply.status)
+      this.opts.requests?.observe(ctx.method, ctx.route, reply.status, (performance.now() - ctx.started) / 1000)
+    }
     if (res.headersSent) return
     const headers: Record<string, string | number> = { ...(ctx?.responseHeaders ?? {}), ...(reply.headers ?? {}) }
     let payload: string | Buffer | undefined
@@ -213,6 +222,9 @@ class Ctx implements RequestContext {
   readonly bucket: RateLimitBucket | null
   readonly scope: Scope | null
   apiKey?: string
+  /** The route's template (`/tools/:id`), or `unmatched`: a label that cannot grow with paths. */
+  readonly route: string
+  readonly started = performance.now()
   private readonly maxBodyBytes: number
   private body?: Promise<Buffer>
   private parsedQuery?: URLSearchParams
@@ -229,6 +241,7 @@ class Ctx implements RequestContext {
     this.bucket = found.route ? found.route.bucket : found.bucket
     this.scope = found.route ? found.route.scope : null
     this.maxBodyBytes = found.route?.maxBodyBytes ?? opts.maxBodyBytes
+    this.route = found.route?.path ?? 'unmatched'
   }
 
   header(name: string): string | undefined {

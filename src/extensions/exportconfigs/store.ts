@@ -48,6 +48,22 @@ export class ExportConfigStore implements ConfigurationSource {
     this.index(c)
   }
 
+  /**
+   * Stores a new configuration, with a new signing secret when `signed`, in one commit (so a
+   * configuration never exists unsigned by accident). Returns the secret, to be shown once.
+   */
+  async create(c: ExportConfiguration, signed: boolean, now: number): Promise<string | undefined> {
+    const secret = signed ? newSecret() : undefined
+    await this.store.durable(
+      this.store.root.transaction(() => {
+        this.configs.put(c.id, c)
+        if (secret) this.signing.put(c.id, rotate(undefined, this.box.seal(secret, c.id), { immediate: true, now }))
+      }),
+    )
+    this.index(c)
+    return secret
+  }
+
   async remove(c: ExportConfiguration): Promise<void> {
     await this.store.durable(
       this.store.root.transaction(() => {

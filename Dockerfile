@@ -36,7 +36,7 @@ COPY config ./config
 COPY proto ./proto
 COPY bin ./bin
 # The code stays root-owned (COPY default) and read-only to the daemon; only /data is writable.
-RUN mkdir -p /data && chown node:node /data
+RUN mkdir -p /data && chown node:node /data && chmod 0700 /data
 VOLUME ["/data"]
 USER node
 EXPOSE 8080

@@ -11,7 +11,7 @@ const schema = Type.Object(
     master_key: Type.String({
       default: '',
       description:
-        'Encrypts signing secrets at rest (AES-256-GCM), e.g. ${env:METERD_MASTER_KEY}; empty = a random key generated on first start in <storage.path>/master.key (0600; back it up with data.mdb)',
+        'Encrypts signing secrets at rest (AES-256-GCM), e.g. ${env:METERD_MASTER_KEY}; empty = a random key generated on first start in master.key in the data directory (storage.path; 0600; back it up with data.mdb)',
     }),
     allow_private_destinations: Type.Array(Type.String(), {
       default: [],

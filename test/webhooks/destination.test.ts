@@ -8,7 +8,7 @@ import { hostname } from 'node:os'
 import t from 'tap'
 import { call } from '../helpers/meterd.js'
 import { DestinationGuard } from '../../src/domain/webhooks/destination.js'
-import { api, startWebhookMeterd } from '../helpers/webhook-receiver.js'
+import { api, startReceiver, startWebhookMeterd } from '../helpers/webhook-receiver.js'
 
 /** The host part of a URL as meterd sees it (the URL parser rewrites `::127.0.0.1` to `::7f00:1`). */
 const hostOf = (url: string) => new URL(url).hostname
@@ -91,4 +91,16 @@ t.test('the API refuses these destinations with 400 naming url, at create, PATCH
   await refused(`http://${name}:9/hook`, 'destination_refused', 'PATCH', created.body.id)
   await refused('http://[::ffff:7f00:1]/h', 'destination_refused', 'PUT', created.body.id)
   t.equal((await call(`${api(m)}/${created.body.id}`, { key })).body.url, 'https://[2606:4700:4700::1111]/hook', 'the refused changes left it as it was')
+})
+
+t.test('a name resolved at delivery reaches an allowed address (the connect-time lookup)', async (t) => {
+  const { m, engine } = await startWebhookMeterd(t) // allows 127.0.0.1
+  const rx = await startReceiver(t)
+  const key = await m.key()
+  const url = rx.url.replace('127.0.0.1', 'localhost')
+  const created = await call(api(m), { key, body: { name: 'by name', url } })
+  t.equal(created.status, 201, 'localhost is accepted when 127.0.0.1 is allowed')
+  t.equal((await call(`${api(m)}/${created.body.id}/send-test-event`, { key, body: {} })).status, 202)
+  await engine.settle()
+  t.equal((await rx.waitFor(1)).length, 1, 'delivered through the name')
 })

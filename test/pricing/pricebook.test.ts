@@ -144,6 +144,35 @@ t.test('dated ids: a month-year date is stripped before -preview, so preview mod
   t.equal(v('Cohere', 'command-r7b-12-2024'), 'cohere/command-r7b-12-2024@2024-12-13')
 })
 
+t.test('prices corrected against the providers\' pages (issue 15): cache, reasoning and embedding rates', async (t) => {
+  const book = PriceBook.load(join(PACKAGE_ROOT, 'config/prices.yaml'))
+  const cost = (body: Record<string, unknown>) => priceCompletion(book, body as any)
+  // Groq gpt-oss-120b: $0.15 in, $0.075 cached (half, console.groq.com/docs/prompt-caching), $0.60 out.
+  t.match(
+    cost({ provider: 'Groq', model: 'openai/gpt-oss-120b', inputTokenCount: 10000, outputTokenCount: 1000, cacheReadTokenCount: 4000 }),
+    { total: '0.0018', parts: { inputTokenCost: '0.0009', cacheReadTokenCost: '0.0003', outputTokenCost: '0.0006' } },
+    'gpt-oss-120b: 6,000 uncached + 4,000 cached input, 1,000 output',
+  )
+  t.match(
+    cost({ provider: 'groq', model: 'openai/gpt-oss-20b', inputTokenCount: 10000, outputTokenCount: 1000, cacheReadTokenCount: 4000 }),
+    { total: '0.0009', parts: { inputTokenCost: '0.00045', cacheReadTokenCost: '0.00015', outputTokenCost: '0.0003' } },
+  )
+  t.match(
+    cost({ provider: 'Groq', model: 'moonshotai/kimi-k2-instruct-0905', inputTokenCount: 10000, outputTokenCount: 1000, cacheReadTokenCount: 4000 }),
+    { total: '0.011', parts: { inputTokenCost: '0.006', cacheReadTokenCost: '0.002', outputTokenCost: '0.003' } },
+    'Kimi K2 cache hits at half the input rate',
+  )
+  // Perplexity bills Deep Research's reasoning tokens at $3, not at the $8 output rate.
+  t.match(
+    cost({ provider: 'perplexity', model: 'sonar-deep-research', inputTokenCount: 1000, outputTokenCount: 5000, reasoningTokenCount: 3000 }),
+    { total: '0.027', parts: { inputTokenCost: '0.002', outputTokenCost: '0.016', reasoningTokenCost: '0.009' } },
+  )
+  // Titan Text Embeddings V1 costs five times V2; both ids used to find the V2 price.
+  t.match(cost({ provider: 'Amazon Bedrock', model: 'amazon.titan-embed-text-v1', inputTokenCount: 1_000_000, outputTokenCount: 0 }), { total: '0.1' })
+  t.match(cost({ provider: 'Amazon Bedrock', model: 'amazon.titan-embed-text-v2:0', inputTokenCount: 1_000_000, outputTokenCount: 0 }), { total: '0.02' })
+  t.match(book.find('groq', 'gpt-oss-120b')?.price, { source: /console\.groq\.com\/docs\/prompt-caching/ }, 'the entry carries where its price was read')
+})
+
 t.test('an operator override wins; a price change after ingest leaves stored costs unchanged', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'meterd-prices-'))
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))

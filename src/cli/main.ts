@@ -1,9 +1,16 @@
+import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
+import { AggregatorRegistry } from 'prom-client'
 import { stringify } from 'yaml'
 import { FACTORIES } from '../components.js'
 import { resolveConfig } from '../core/config/resolve.js'
 import { factoryMap } from '../core/graph.js'
 import { Service } from '../core/service.js'
+import { broadcast, supervise, workerCount } from '../core/cluster/supervisor.js'
+import { WorkerBus } from '../core/cluster/worker-bus.js'
+import type { MeterdConfig } from '../core/config/schema.js'
+import { createTelemetry } from '../core/telemetry.js'
+import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import { Store } from '../store/store.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import { WEBHOOK_USAGE, webhookCommand } from './webhook.js'
@@ -113,7 +120,16 @@ function help(): number {
 
 async function run(files: string[]): Promise<number> {
   const { config, plan } = configOrExit(files)
-  const service = new Service({ config, plan })
+  const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workerCount(config.server.workers)
+  if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)
+  const bus = cluster.isWorker ? new WorkerBus(workers, Number(process.env.METERD_WORKER_INDEX)) : undefined
+  const telemetry = createTelemetry({ level: config.service.telemetry.logs.level, bindings: bus ? { worker: bus.index } : undefined })
+  if (bus) {
+    // prom-client answers the supervisor's metrics requests from this registry.
+    new AggregatorRegistry()
+    AggregatorRegistry.setRegistries([telemetry.registry])
+  }
+  const service = new Service({ config, plan, telemetry, cluster: bus })
   let stopping = false
   const stop = (signal: string) => {
     if (stopping) {
@@ -131,7 +147,14 @@ async function run(files: string[]): Promise<number> {
     )
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
-  process.on('SIGINT', () => stop('SIGINT'))
+  if (bus) {
+    // A worker drains when its supervisor says so (SIGTERM) or goes away; Ctrl-C reaches the
+    // whole process group, and the supervisor decides.
+    process.on('SIGINT', () => undefined)
+    process.on('disconnect', () => stop('disconnect'))
+  } else {
+    process.on('SIGINT', () => stop('SIGINT'))
+  }
   try {
     await service.start()
   } catch (err) {
@@ -139,7 +162,24 @@ async function run(files: string[]): Promise<number> {
     await service.shutdown().catch(() => undefined)
     return 1
   }
+  bus?.ready()
   return await new Promise<number>(() => undefined) // runs until a signal
+}
+
+/** The primary of a daemon with several workers: it serves nothing itself (core/cluster/supervisor.ts). */
+async function runSupervisor(config: MeterdConfig, workers: number): Promise<number> {
+  const { logger } = createTelemetry({ level: config.service.telemetry.logs.level, bindings: { worker: 'supervisor' } })
+  const leases = new LeaseTable(workers)
+  const code = await supervise({
+    workers,
+    logger,
+    shutdownTimeoutMs: config.server.shutdown_timeout_ms,
+    answers: leases.answers(broadcast),
+    onReady: () => logger.info({ workers }, 'every worker is ready'),
+  })
+  logger.info({ code }, 'meterd stopped')
+  logger.flush?.()
+  process.exit(code)
 }
 
 async function keys(args: string[]): Promise<number> {

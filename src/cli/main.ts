@@ -5,6 +5,7 @@ import { stringify } from 'yaml'
 import { FACTORIES } from '../components.js'
 import { resolveConfig } from '../core/config/resolve.js'
 import { factoryMap } from '../core/graph.js'
+import { componentType } from '../core/component.js'
 import { Service } from '../core/service.js'
 import { broadcast, supervise, workerCount } from '../core/cluster/supervisor.js'
 import { WorkerBus } from '../core/cluster/worker-bus.js'
@@ -120,7 +121,7 @@ function help(): number {
 
 async function run(files: string[]): Promise<number> {
   const { config, plan } = configOrExit(files)
-  const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workerCount(config.server.workers)
+  const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workersFor(config)
   if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)
   const bus = cluster.isWorker ? new WorkerBus(workers, Number(process.env.METERD_WORKER_INDEX)) : undefined
   const telemetry = createTelemetry({ level: config.service.telemetry.logs.level, bindings: bus ? { worker: bus.index } : undefined })
@@ -164,6 +165,18 @@ async function run(files: string[]): Promise<number> {
   }
   bus?.ready()
   return await new Promise<number>(() => undefined) // runs until a signal
+}
+
+/**
+ * How many workers: `auto` is one per core, except that a daemon with an `upstream` exporter
+ * (a sidecar: one sender per queue) runs as one process; asking for more with one is a config error.
+ */
+function workersFor(config: MeterdConfig): number {
+  const single = Object.keys(config.exporters ?? {}).filter((id) => componentType(id) === 'upstream')
+  if (single.length === 0) return workerCount(config.server.workers)
+  if (config.server.workers === 'auto' || config.server.workers === 1) return 1
+  process.stderr.write(`meterd: server.workers: ${config.server.workers} cannot run exporter ${single[0]} (upstream): its queue has one sender; set server.workers to 1 or auto\n`)
+  throw Object.assign(new Error(''), { exitCode: EX_CONFIG })
 }
 
 /** The primary of a daemon with several workers: it serves nothing itself (core/cluster/supervisor.ts). */

@@ -229,3 +229,22 @@ t.test('dedup, idempotency, tools, tiers, analytics, webhooks and metrics hold a
 
   t.equal(await d.stop('SIGTERM'), 0)
 })
+
+t.test('a sidecar (upstream exporter) runs as one process; asking for more is a config error', async (t) => {
+  const { spawnSync } = await import('node:child_process')
+  const dir = tempDir('meterd-workers-sidecar-')
+  t.teardown(() => removeDir(dir))
+  const cfg = writeConfig(dir, {
+    server: { workers: 2 },
+    exporters: { upstream: { endpoint: 'http://127.0.0.1:9', api_key: 'hak_x_0123456789abcdef0123456789abcdef' } },
+    service: { pipelines: { usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution', 'pricing'], exporters: ['upstream'] } } },
+  })
+  const bin = new URL('../../bin/meterd.js', import.meta.url).pathname
+  const run = spawnSync(process.execPath, [bin, 'run', '--config', new URL('../../config/meterd.yaml', import.meta.url).pathname, '--config', cfg], {
+    encoding: 'utf8',
+    timeout: 20_000,
+    env: { ...process.env, METERD_DATA_DIR: `${dir}/data`, METERD_ENDPOINT: '127.0.0.1:0' },
+  })
+  t.equal(run.status, 78, run.stderr)
+  t.match(run.stderr, /server\.workers: 2 cannot run exporter upstream/)
+})

@@ -181,7 +181,10 @@ function workersOverride(): string {
   return file
 }
 
-export async function spawnMeterd(t: Teardown, opts: { dataDir: string; configFiles?: string[]; env?: Record<string, string> }): Promise<ChildMeterd> {
+export async function spawnMeterd(
+  t: Teardown,
+  opts: { dataDir: string; configFiles?: string[]; env?: Record<string, string>; readyTimeoutMs?: number },
+): Promise<ChildMeterd> {
   const port = await freePort()
   const files = opts.configFiles?.length ? [...opts.configFiles, workersOverride()] : []
   const proc = spawn(process.execPath, [join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', ...files.flatMap((f) => ['--config', f])], {
@@ -203,7 +206,7 @@ export async function spawnMeterd(t: Teardown, opts: { dataDir: string; configFi
   proc.stderr!.on('data', (d) => stdout.push(String(d)))
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code, sig) => resolve(code ?? (sig ? -1 : null))))
   const url = `http://127.0.0.1:${port}`
-  const until = Date.now() + 15_000
+  const until = Date.now() + (opts.readyTimeoutMs ?? 15_000)
   for (;;) {
     if (proc.exitCode !== null) throw new Error('meterd exited early:\n' + stdout.join(''))
     try {

@@ -301,7 +301,7 @@ function drawTrace(t) {
   const span = Math.max(1, Date.parse(t.end) - start)
   const table = document.createElement('table')
   table.className = 'data records'
-  table.createTHead().append(row(['time (UTC)', 'kind', 'what', 'agent', ['cost', 'num'], ['duration', 'num'], 'timeline']))
+  table.createTHead().append(row(['UTC', 'kind', 'what', 'agent', ['cost', 'num'], ['duration', 'num'], 'timeline']))
   const body = table.createTBody()
   for (const r of t.records) {
     // The record's place in the trace, as a bar (CSSOM styles: the CSP allows no style attributes).
@@ -313,7 +313,7 @@ function drawTrace(t) {
     bar.style.width = `${Math.max(0.5, (100 * (r.durationMs ?? 0)) / span)}%`
     track.append(bar)
     const what = r.kind === 'tool' ? `${r.toolId}${r.operation ? ` · ${r.operation}` : ''}` : `${r.provider ?? ''} ${r.model ?? ''}`.trim()
-    body.append(row([utc(r.eventTime), r.kind + (r.error ? ' (error)' : ''), what, r.agent ?? '–', [usd(r.cost), 'num'], [ms(r.durationMs), 'num'], track]))
+    body.append(row([r.eventTime.slice(11, 23), r.kind + (r.error ? ' (error)' : ''), what, r.agent ?? '–', [usd(r.cost), 'num'], [ms(r.durationMs), 'num'], track]))
   }
   box.replaceChildren(h, facts, table)
 }

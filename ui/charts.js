@@ -17,6 +17,18 @@ export const COLORS = Object.freeze({
 const HEIGHT = 260
 const AXIS = { stroke: '#374151', grid: { stroke: '#e5e7eb', width: 1 }, ticks: { stroke: '#d1d5db', width: 1 } }
 const utcDate = (ts) => uPlot.tzDate(new Date(ts * 1e3), 'Etc/UTC')
+const pad = (n) => String(n).padStart(2, '0')
+/** Time ticks in UTC, 24-hour: `14:00`, with the date under midnight and on the first tick; `11-25` by the day. */
+function timeTicks(u, splits) {
+  const step = splits.length > 1 ? splits[1] - splits[0] : 0
+  return splits.map((ts, i) => {
+    const d = new Date(ts * 1000)
+    const day = `${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`
+    if (step >= 86_400) return day
+    const hm = `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}`
+    return i === 0 || (d.getUTCHours() === 0 && d.getUTCMinutes() === 0) ? `${hm}\n${day}` : hm
+  })
+}
 const short = (s, n = 16) => (s.length > n ? s.slice(0, n - 1) + '…' : s)
 
 class Chart {
@@ -91,7 +103,7 @@ export class ToolsChart extends Chart {
       tzDate: utcDate,
       cursor: { drag: { x: true, y: false } },
       scales: { y: { range: (u, min, max) => [0, max > 0 ? max * 1.08 : 1] } },
-      axes: [{ ...AXIS }, { ...AXIS, size: 64, values: (u, splits) => splits.map(usdTick) }],
+      axes: [{ ...AXIS, values: timeTicks }, { ...AXIS, size: 64, values: (u, splits) => splits.map(usdTick) }],
       series: [
         { label: 'UTC' },
         ...state.tools.map((t, k) => ({

@@ -289,6 +289,8 @@ function pick(e) {
 $('traces').addEventListener('click', pick)
 $('traces').addEventListener('keydown', pick)
 
+const plural = (n, word) => `${int(n)} ${word}${n === 1 ? '' : 's'}`
+
 function drawTrace(t) {
   if (!t || t.traceId !== view.trace) return
   const box = $('trace-detail')
@@ -296,7 +298,7 @@ function drawTrace(t) {
   h.textContent = t.traceId
   const facts = document.createElement('p')
   facts.className = 'muted'
-  facts.textContent = `${usd(t.cost)} (token ${usd(t.tokenCost)}, tool ${usd(t.toolCost)}) · ${t.completions} completions, ${t.toolEvents} tool events · ${ms(t.durationMs)} · agents: ${t.agents.join(', ') || '–'}`
+  facts.textContent = `${usd(t.cost)} (token ${usd(t.tokenCost)}, tool ${usd(t.toolCost)}) · ${plural(t.completions, 'completion')}, ${plural(t.toolEvents, 'tool event')} · ${ms(t.durationMs)} · agents: ${t.agents.join(', ') || '–'}`
   const start = Date.parse(t.start)
   const span = Math.max(1, Date.parse(t.end) - start)
   const table = document.createElement('table')

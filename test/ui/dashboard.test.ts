@@ -118,7 +118,7 @@ const lines = (p: Plot, share: number) => {
 }
 const near = (xs: number[], x: number, tol: number) => xs.some((v) => Math.abs(v - x) <= tol)
 
-async function waitFor(t: Tap.Test, what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+async function waitFor(t: { pass(message: string): void }, what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
   const until = Date.now() + ms
   while (!(await check())) {
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`)
@@ -193,7 +193,8 @@ t.test('the dashboard draws every panel from the seeded records in a real Chromi
   t.equal(await page.evaluate(() => sessionStorage.getItem('meterd.dashboard.key')), key, 'the key is kept in sessionStorage')
   t.equal(await page.evaluate(() => localStorage.length + document.cookie.length), 0, 'and nowhere else in the browser')
 
-  const COLORS = (await page.evaluate(() => import('/ui/charts.js').then((c) => JSON.parse(JSON.stringify(c.COLORS))))) as {
+  // The colours the page draws with, from the page's own module.
+  const COLORS = (await page.evaluate((src) => import(src).then((c) => JSON.parse(JSON.stringify(c.COLORS))), '/ui/charts.js')) as {
     token: string; tool: string; histogram: string; percentile: string; threshold: string; lines: string[]
   }
   await waitFor(t, 'the three charts are drawn', async () => (await page.locator('.chart canvas').count()) === 3)

@@ -27,7 +27,7 @@ function raw(url: string, headers: Record<string, string> = {}): Promise<{ statu
   })
 }
 
-function checkSecurityHeaders(t: Tap.Test, h: Record<string, string | string[] | undefined>, what: string): void {
+function checkSecurityHeaders(t: Pick<typeof import('tap').t, 'same' | 'notMatch' | 'equal'>, h: Record<string, string | string[] | undefined>, what: string): void {
   const csp = String(h['content-security-policy'] ?? '')
   const directives = new Map(csp.split(';').map((d) => d.trim().split(/\s+/)).map(([k, ...v]) => [k, v.join(' ')]))
   t.same(

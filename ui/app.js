@@ -32,6 +32,11 @@ const view = {
 function showLogin(message = '') {
   stopPolling()
   view.api = undefined
+  // Nothing of one key's view is carried to the next: not its chosen trace, not its threshold.
+  sessionStorage.removeItem(THRESHOLD)
+  view.trace = undefined
+  view.threshold = ''
+  $('trace-detail').replaceChildren(Object.assign(document.createElement('p'), { className: 'muted', textContent: 'Choose a trace to see its records.' }))
   $('dashboard').hidden = true
   $('controls').hidden = true
   $('login').hidden = false

@@ -359,6 +359,26 @@ t.test('the dashboard draws every panel from the seeded records in a real Chromi
   await page.mouse.move(0, 0)
   await page.screenshot({ path: SCREENSHOT, fullPage: true })
   t.comment(`screenshot: ${SCREENSHOT}`)
+
+  // ---- another team's key, analytics only: its own (empty) data, and no alert rules ----------
+  {
+    await page.click('#logout')
+    await page.locator('#login').waitFor({ state: 'visible' })
+    t.equal(await page.evaluate(() => sessionStorage.getItem('meterd.dashboard.key')), null, 'signing out forgets the key')
+    const other = await m.key({ team: 'team-b', scopes: ['analytics:read'] })
+    await page.fill('#api-key', other)
+    await page.click('#login-form button')
+    await waitFor(t, 'team-b sees none of team-a\'s records', async () =>
+      (await page.locator('#empty-agents').isVisible()) && (await page.locator('#empty-tools').isVisible()) && (await page.locator('#empty-dist').isVisible()))
+    t.equal(await page.locator('.chart canvas').count(), 0, 'and no chart is drawn from nothing')
+    t.equal(await page.locator('#traces tbody tr').count(), 0, 'no trace listed')
+    await waitFor(t, 'the alerts panel says the key cannot read rules', async () => /platform:read/.test((await page.textContent('#alerts-note')) ?? ''))
+    t.equal(await page.locator('#banner').isVisible(), false, 'which is no error banner')
+    // The alerts request is refused with a 403 (Chromium reports it on the console), nothing else.
+    const rest = errors.filter((e) => !/status of 403/.test(e))
+    errors.length = 0
+    errors.push(...rest)
+  }
   t.same(errors, [], 'no console errors')
   t.same(elsewhere, [], 'no request left the daemon on 127.0.0.1')
 })

@@ -4,6 +4,7 @@ import { DeliveryEngine } from '../../domain/webhooks/engine.js'
 import { mountExportConfigurationRoutes } from './api.js'
 import { loadOrCreateMasterKey, readMasterKeyFile } from './master-key.js'
 import { SecretBox } from './secrets.js'
+import { shareChanges } from '../../core/cluster/bus.js'
 import { ExportConfigStore } from './store.js'
 
 const schema = Type.Object(
@@ -72,6 +73,12 @@ export class ExportConfigurations implements Component {
       host.registry,
     )
     mountExportConfigurationRoutes({ host, store: this.store, engine: this.engine, defaultTimeoutMs: this.config.timeout_ms })
+    const store = this.store
+    const engine = this.engine
+    shareChanges(host.cluster, `${this.settings.id}.changed`, store, () => store.reload())
+    // One worker delivers (the leader); the others queue in the shared store and wake it.
+    if (host.cluster.leader) host.cluster.subscribe(`${this.settings.id}.kick`, () => engine.kick())
+    else engine.follow(() => host.cluster.publish(`${this.settings.id}.kick`, null))
     this.engine.start()
     this.settings.logger.info({ pending: this.engine.queue.depth }, 'webhook delivery engine started')
   }

@@ -110,7 +110,7 @@ export class ExportConfigStore implements ConfigurationSource {
   /**
    * Seals every stored secret with the current master key: plain ones from older versions and
    * ones sealed under a previous key. Returns how many were resealed and the configurations
-   * whose secrets no key opens (they must be rotated).
+   * whose current secret no key opens (they must be rotated).
    */
   async resealAll(): Promise<{ resealed: number; unreadable: string[] }> {
     let resealed = 0
@@ -122,7 +122,8 @@ export class ExportConfigStore implements ConfigurationSource {
         const sealed = value[field]
         if (!sealed) continue
         const r = this.box.reseal(sealed, id)
-        if (r.unreadable) unreadable.add(id)
+        // An unreadable previous secret is only left out of the overlap; an unreadable current one stops signing.
+        if (r.unreadable && field === 'current') unreadable.add(id)
         if (r.sealed) {
           next[field] = r.sealed
           resealed++

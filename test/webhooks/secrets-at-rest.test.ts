@@ -3,7 +3,7 @@
  * master key meterd generates one in <data dir>/master.key (0600) on first start; secrets
  * stored in clear by older versions are still used and are re-encrypted.
  */
-import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { call, tempDir, removeDir } from '../helpers/meterd.js'
@@ -112,4 +112,15 @@ t.test('configuring a master key later keeps the secrets the generated key seale
   await d.engine.settle()
   got = (await rx.waitFor(before + 1))[before]
   t.ok(verifyWebhook(got.body, got.headers, { secrets: rotated, now: d.m.clock.now }).ok, 'the retry is signed with the new secret')
+})
+
+t.test('a damaged master.key stops the start with a message naming it (never a new key over old secrets)', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => removeDir(dir))
+  const dataDir = join(dir, 'data')
+  const first = await startWebhookMeterd(t, { dataDir })
+  await first.m.close()
+  writeFileSync(join(dataDir, 'master.key'), 'not a key\n')
+  await t.rejects(startWebhookMeterd(t, { dataDir }), { message: /master\.key is damaged.*restore it from the backup/ })
+  t.equal(readFileSync(join(dataDir, 'master.key'), 'utf8'), 'not a key\n', 'left as it was')
 })

@@ -91,7 +91,13 @@ export class ExportConfigurations implements Component {
   private secretBox(host: Host): SecretBox {
     const dataDir = host.store.opts.path
     if (this.config.master_key) {
-      const fromFile = readMasterKeyFile(dataDir)
+      let fromFile: string | undefined
+      try {
+        fromFile = readMasterKeyFile(dataDir)
+      } catch (err) {
+        // Only secrets sealed before master_key was set need it; those are reported as unreadable below.
+        this.settings.logger.warn({ err: (err as Error).message }, 'ignoring a damaged master.key: master_key is configured')
+      }
       return new SecretBox(this.config.master_key, fromFile ? [fromFile] : [])
     }
     const { key, created, path } = loadOrCreateMasterKey(dataDir)

@@ -104,3 +104,19 @@ t.test('a name resolved at delivery reaches an allowed address (the connect-time
   await engine.settle()
   t.equal((await rx.waitFor(1)).length, 1, 'delivered through the name')
 })
+
+t.test('a name that resolves to an internal address by the time of delivery is not called: dead-lettered', async (t) => {
+  const { m, engine, ext } = await startWebhookMeterd(t, { exportconfigs: { allow_private_destinations: [] } })
+  const rx = await startReceiver(t)
+  const key = await m.key()
+  // As if the name had resolved to a public address at creation and moved since: stored directly.
+  const name = hostname()
+  const created = await call(api(m), { key, body: { name: 'moved', url: 'https://[2606:4700:4700::1111]/hook' } })
+  const config = ext.store!.get(created.body.id)!
+  await ext.store!.put({ ...config, url: rx.url.replace('127.0.0.1', name) })
+  const sent = await call(`${api(m)}/${config.id}/send-test-event`, { key, body: {} })
+  await engine.settle()
+  const delivery = (await call(`${api(m)}/${config.id}/deliveries/${sent.body.deliveryId}`, { key })).body
+  t.match(delivery, { status: 'dead_lettered', lastError: /destination refused/ }, `${name} resolves to internal addresses only: refused at connect time`)
+  t.equal(rx.received.length, 0, 'the receiver on 127.0.0.1 was never called')
+})

@@ -1,13 +1,20 @@
+import cluster from 'node:cluster'
 import { existsSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
+import { AggregatorRegistry } from 'prom-client'
 import { stringify } from 'yaml'
 import { FACTORIES } from '../components.js'
-import { SECTION } from '../core/component.js'
+import { SECTION, componentType } from '../core/component.js'
+import { broadcast, supervise, workerCount } from '../core/cluster/supervisor.js'
+import { WorkerBus } from '../core/cluster/worker-bus.js'
 import { resolveConfig, type Resolved } from '../core/config/resolve.js'
+import type { ConfigIssue, MeterdConfig } from '../core/config/schema.js'
 import { factoryMap, runnableIssues } from '../core/graph.js'
 import { PACKAGE_ROOT } from '../core/paths.js'
 import { Service } from '../core/service.js'
 import { StartupError } from '../core/startup-error.js'
+import { createTelemetry } from '../core/telemetry.js'
+import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import { Store } from '../store/store.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import { CONFIG_OPTION, EX_CONFIG, EX_USAGE, ExitError, UsageError, defineCommand, parseCommandArgs, synopsis, usageOf, wantsHelp, type Command } from './command.js'
@@ -109,7 +116,7 @@ function version(): number {
 /** The merged, checked config, or exit 78 with every issue on stderr. */
 function configOrExit(files: string[], opts: { toRun?: boolean } = {}): Resolved {
   const resolved = resolveConfig(files, factoryMap(FACTORIES))
-  if (opts.toRun && !resolved.issues.length) resolved.issues.push(...runnableIssues(resolved.config))
+  if (opts.toRun && !resolved.issues.length) resolved.issues.push(...runnableIssues(resolved.config), ...workerIssues(resolved.config))
   if (resolved.issues.length) {
     process.stderr.write(`meterd: the config is not valid (${resolved.issues.length} error${resolved.issues.length > 1 ? 's' : ''}):\n`)
     for (const i of resolved.issues) process.stderr.write(`  ${i.path}: ${i.message}\n`)
@@ -128,7 +135,16 @@ const RUN = defineCommand({
 
 async function run(files: string[]): Promise<number> {
   const { config, plan } = configOrExit(files, { toRun: true })
-  const service = new Service({ config, plan })
+  const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workersFor(config)
+  if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)
+  const bus = cluster.isWorker ? new WorkerBus(workers, Number(process.env.METERD_WORKER_INDEX)) : undefined
+  const telemetry = createTelemetry({ level: config.service.telemetry.logs.level, bindings: bus ? { worker: bus.index } : undefined })
+  if (bus) {
+    // prom-client answers the supervisor's metrics requests from this registry.
+    new AggregatorRegistry()
+    AggregatorRegistry.setRegistries([telemetry.registry])
+  }
+  const service = new Service({ config, plan, telemetry, cluster: bus })
   let stopping = false
   const stop = (signal: string) => {
     if (stopping) {
@@ -146,7 +162,14 @@ async function run(files: string[]): Promise<number> {
     )
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
-  process.on('SIGINT', () => stop('SIGINT'))
+  if (bus) {
+    // A worker drains when its supervisor says so (SIGTERM) or goes away; Ctrl-C reaches the
+    // whole process group, and the supervisor decides.
+    process.on('SIGINT', () => undefined)
+    process.on('disconnect', () => stop('disconnect'))
+  } else {
+    process.on('SIGINT', () => stop('SIGINT'))
+  }
   try {
     await service.start()
   } catch (err) {
@@ -157,7 +180,37 @@ async function run(files: string[]): Promise<number> {
     if (err instanceof StartupError) throw err
     throw new ExitError(`start failed: ${(err as Error).message}`, 1)
   }
+  bus?.ready()
   return await new Promise<number>(() => undefined) // runs until a signal
+}
+
+/** `server.workers` against the components: an `upstream` exporter (a sidecar) has one sender per queue. */
+function workerIssues(config: MeterdConfig): ConfigIssue[] {
+  const single = Object.keys(config.exporters ?? {}).filter((id) => componentType(id) === 'upstream')
+  if (single.length === 0 || config.server.workers === 'auto' || config.server.workers === 1) return []
+  return [{ path: 'server.workers', message: `${config.server.workers} cannot run exporter ${single[0]} (upstream): its queue has one sender; set server.workers to 1 or auto` }]
+}
+
+/** How many workers: `auto` is one per core, except that a daemon with an `upstream` exporter (a sidecar) runs as one process. */
+function workersFor(config: MeterdConfig): number {
+  const single = Object.keys(config.exporters ?? {}).some((id) => componentType(id) === 'upstream')
+  return single ? 1 : workerCount(config.server.workers)
+}
+
+/** The primary of a daemon with several workers: it serves nothing itself (core/cluster/supervisor.ts). */
+async function runSupervisor(config: MeterdConfig, workers: number): Promise<number> {
+  const { logger } = createTelemetry({ level: config.service.telemetry.logs.level, bindings: { worker: 'supervisor' } })
+  const leases = new LeaseTable(workers)
+  const code = await supervise({
+    workers,
+    logger,
+    shutdownTimeoutMs: config.server.shutdown_timeout_ms,
+    answers: leases.answers(broadcast),
+    onReady: () => logger.info({ workers }, 'every worker is ready'),
+  })
+  logger.info({ code }, 'meterd stopped')
+  logger.flush?.()
+  process.exit(code)
 }
 
 const VALIDATE = defineCommand({

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import type { Registry } from 'prom-client'
+import { Gauge, type Registry } from 'prom-client'
 import { storeGauges } from '../store/metrics.js'
 import { Admission } from '../transport/admission/index.js'
 import { HttpServer } from '../transport/http/server.js'
@@ -13,6 +13,7 @@ import { DOC_PATH } from './errors.js'
 import { PACKAGE_ROOT } from './paths.js'
 import { dataDirFailure, listenFailure } from './startup-error.js'
 import { build, type Factories, type Graph, type Plan } from './graph.js'
+import { LOCAL, type ClusterBus } from './cluster/bus.js'
 import { NO_ITEM_METRICS, componentMetrics, createTelemetry, httpRequestMetrics, type Telemetry } from './telemetry.js'
 
 export type ServiceState = 'created' | 'starting' | 'ready' | 'draining' | 'stopped'
@@ -23,6 +24,8 @@ export interface ServiceOptions {
   telemetry?: Telemetry
   /** Injectable clock for tests (ms since epoch). */
   now?: () => number
+  /** The bus to the other workers when this process is one of several (default: LOCAL). */
+  cluster?: ClusterBus
 }
 
 /**
@@ -36,6 +39,7 @@ export class Service implements Host {
   readonly http: HttpServer
   readonly admission = new Admission()
   readonly server: ServerConfig
+  readonly cluster: ClusterBus
   state: ServiceState = 'created'
   private graph?: Graph
   private started: { key: string; component: Component }[] = []
@@ -47,17 +51,21 @@ export class Service implements Host {
     this.registry = t.registry
     this.server = opts.config.server
     this.clock = opts.now ?? Date.now
+    this.cluster = opts.cluster ?? LOCAL
     const storage = opts.config.storage
     try {
       this.store = new Store({
         path: storage.path,
         maxSizeMb: storage.max_size_mb,
-        preallocateMb: storage.preallocate_mb,
+        // One process writes space ahead: the leader when several workers share the file.
+        preallocateMb: this.cluster.leader ? storage.preallocate_mb : 0,
         onPreallocateError: (err) => this.logger.warn({ err }, 'could not write space ahead in the data file; trying again in a minute'),
       })
     } catch (err) {
       throw dataDirFailure(err, storage.path)
     }
+    if (this.store.tightened.length)
+      this.logger.warn({ paths: this.store.tightened }, 'the data directory was readable by every user: took that access away (it holds usage records and keys)')
     this.http = new HttpServer({
       apiPrefix: this.server.api_prefix,
       maxBodyBytes: this.server.max_body_bytes,
@@ -130,6 +138,13 @@ export class Service implements Host {
 
   private mountOperations(): void {
     const pipelines = this.graph!.pipelines
+    new Gauge({
+      name: 'meterd_up',
+      help: '1 while the daemon is ready',
+      registers: [this.registry],
+      aggregator: 'min', // with several workers: 1 when every one is up
+      collect: () => undefined,
+    }).set(1)
     storeGauges(this.registry, this.store, this.opts.config.storage)
     this.http.route({ method: 'GET', path: '/healthz', bucket: null, scope: null, handler: () => ({ status: 200, body: { status: 'ok' } }) })
     this.http.route({
@@ -159,7 +174,12 @@ export class Service implements Host {
       path: '/metrics',
       bucket: null,
       scope: null,
-      handler: async () => ({ status: 200, text: await this.registry.metrics(), contentType: this.registry.contentType }),
+      // With several workers, the supervisor sums every worker's registry (prom-client's AggregatorRegistry).
+      handler: async () => ({
+        status: 200,
+        text: this.cluster.workers > 1 ? await this.cluster.request<string>('metrics', null, 5000) : await this.registry.metrics(),
+        contentType: this.registry.contentType,
+      }),
     })
   }
 }

@@ -10,15 +10,15 @@ export interface Telemetry {
   registry: Registry
 }
 
-export function createTelemetry(opts: { level?: string; destination?: NodeJS.WritableStream } = {}): Telemetry {
+export function createTelemetry(opts: { level?: string; destination?: NodeJS.WritableStream; bindings?: Record<string, unknown> } = {}): Telemetry {
   const logger = pino(
-    { level: opts.level ?? process.env.METERD_LOG_LEVEL ?? 'info', base: { service: 'meterd' } },
+    { level: opts.level ?? process.env.METERD_LOG_LEVEL ?? 'info', base: { service: 'meterd', ...opts.bindings } },
     opts.destination ?? pino.destination({ dest: 2, sync: false }),
   )
   const registry = new Registry()
   // The standard names (process_*, nodejs_*), so stock Node.js dashboards work unchanged.
   collectDefaultMetrics({ register: registry })
-  new Gauge({ name: 'meterd_build_info', help: 'Always 1; the labels say which meterd and Node.js run', labelNames: ['version', 'node'], registers: [registry] })
+  new Gauge({ name: 'meterd_build_info', help: 'Always 1; the labels say which meterd and Node.js run', labelNames: ['version', 'node'], registers: [registry], aggregator: 'max' })
     .labels({ version: PACKAGE_VERSION, node: process.versions.node })
     .set(1)
   return { logger, registry }

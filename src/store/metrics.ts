@@ -15,6 +15,7 @@ export function storeGauges(registry: Registry, store: Store, storage: StorageCo
       name,
       help,
       registers: [registry],
+      aggregator: 'max', // several workers see one data directory: the same value each
       collect() {
         const v = read()
         if (v !== undefined) this.set(v)

@@ -36,7 +36,7 @@ COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY config ./config
-COPY docs ./docs
+COPY docs/errors.md ./docs/errors.md
 COPY proto ./proto
 COPY ui ./ui
 COPY bin ./bin

@@ -161,7 +161,10 @@ export class Service implements Host {
       },
     })
     // The error reference every doc_url points to (DOC_PATH), from the package's docs/.
-    const reference = readFileSync(join(PACKAGE_ROOT, 'docs', 'errors.md'), 'utf8')
+    let reference = '# meterd errors\n\nThis installation has no docs/errors.md.\n'
+    try {
+      reference = readFileSync(join(PACKAGE_ROOT, 'docs', 'errors.md'), 'utf8')
+    } catch {}
     this.http.route({
       method: 'GET',
       path: DOC_PATH,

@@ -44,6 +44,7 @@ export class ExportConfigurations implements Component {
   async start(host: Host): Promise<void> {
     const box = new SecretBox(this.config.master_key || undefined)
     this.store = new ExportConfigStore(host.store, box)
+    if (host.shared) await this.store.share(host.shared.tables)
     this.engine = new DeliveryEngine(
       host.store,
       this.store,
@@ -56,6 +57,7 @@ export class ExportConfigurations implements Component {
         maxRetryAfterMs: this.config.max_retry_after_seconds * 1000,
         vendorWord: host.server.vendor_word,
         allowPrivateDestinations: this.config.allow_private_destinations,
+        claims: host.shared?.deliveries,
       },
       () => host.now(),
       this.settings.logger,

@@ -1,4 +1,5 @@
 import type { Database } from 'lmdb'
+import type { SharedTables } from '../../ports/shared.js'
 import type { Store } from '../../store/store.js'
 import type { ConfigurationSource, ExportConfiguration } from '../../domain/webhooks/model.js'
 import { SecretBox, rotate, statusOf, newSecret, type SigningState, type SigningStatus } from './secrets.js'
@@ -12,11 +13,26 @@ export class ExportConfigStore implements ConfigurationSource {
   private readonly configs: Database<ExportConfiguration, string>
   private readonly signing: Database<SigningState, string>
   private readonly byTeam = new Map<string, ExportConfiguration[]>()
+  private shared?: SharedTables
 
   constructor(private readonly store: Store, private readonly box: SecretBox) {
     this.configs = store.db('export_configurations')
     this.signing = store.db('export_configuration_signing')
+    this.reindex()
+  }
+
+  private reindex(): void {
+    this.byTeam.clear()
     for (const { value } of this.configs.getRange({})) this.index(value)
+  }
+
+  /** Gateway cluster: configurations (and their sealed signing secrets) are shared with the other replicas. */
+  async share(tables: SharedTables): Promise<void> {
+    this.shared = tables
+    await tables.attach([
+      { db: 'export_configurations', changed: () => this.reindex() },
+      { db: 'export_configuration_signing', changed: () => undefined },
+    ])
   }
 
   private index(c: ExportConfiguration): void {
@@ -46,6 +62,7 @@ export class ExportConfigStore implements ConfigurationSource {
   async put(c: ExportConfiguration): Promise<void> {
     await this.store.durable(this.configs.put(c.id, c))
     this.index(c)
+    await this.shared?.wrote('export_configurations', [c.id])
   }
 
   async remove(c: ExportConfiguration): Promise<void> {
@@ -56,6 +73,8 @@ export class ExportConfigStore implements ConfigurationSource {
       }),
     )
     this.unindex(c)
+    await this.shared?.wrote('export_configurations', [c.id])
+    await this.shared?.wrote('export_configuration_signing', [c.id])
   }
 
   async disable(id: string, reason: string): Promise<void> {
@@ -85,6 +104,7 @@ export class ExportConfigStore implements ConfigurationSource {
     const secret = newSecret()
     const next = rotate(this.live(this.signing.get(id), now), this.box.seal(secret, id), { immediate, now })
     await this.store.durable(this.signing.put(id, next))
+    await this.shared?.wrote('export_configuration_signing', [id])
     return secret
   }
 
@@ -92,7 +112,10 @@ export class ExportConfigStore implements ConfigurationSource {
   async setSigningEnabled(id: string, enabled: boolean): Promise<boolean> {
     const s = this.signing.get(id)
     if (enabled && !s?.current) return false
-    if (s) await this.store.durable(this.signing.put(id, { ...s, enabled }))
+    if (s) {
+      await this.store.durable(this.signing.put(id, { ...s, enabled }))
+      await this.shared?.wrote('export_configuration_signing', [id])
+    }
     return true
   }
 

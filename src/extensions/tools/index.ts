@@ -75,6 +75,7 @@ export class ToolsExtension implements Component {
 
   async start(host: Host): Promise<void> {
     this.registry = new ToolRegistry(host.store, declaredTools(this.config), new Date(host.now()).toISOString())
+    if (host.shared) await this.registry.share(host.shared.tables)
     if (this.config.api) mountToolRoutes(host, this.registry)
     this.settings.logger.debug({ declared: this.config.tools.length }, 'tool registry ready')
   }

@@ -15,6 +15,8 @@ import { completion } from '../fixtures/wire-examples.js'
 import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, writeConfig, type ChildMeterd, type Res } from '../helpers/meterd.js'
 import { API, COMPLETIONS, EVENTS, TIERS, event, sum, toolBody } from '../helpers/pricing.js'
 import { haveRedis, startRedis } from '../helpers/redis-server.js'
+import { startReceiver } from '../helpers/webhook-receiver.js'
+import { cliRule } from '../helpers/alerts.js'
 
 const GATEWAY_CONFIG = join(PACKAGE_ROOT, 'config', 'gateway.yaml')
 const POST_COMPLETION = '/meter/v2/ai/completions'
@@ -40,7 +42,10 @@ async function startCluster(t: Test): Promise<Cluster> {
   // a replica that dies expire after 2 s, so the client's retries do not wait 30 s.
   const override = writeConfig(dir, {
     server: { shared_state: { redis: { resync_seconds: 60, claim_ttl_seconds: 2 } } },
-    extensions: { ratelimit: { limits: { metering: 100000, analytics: 100000, platform: 100000 } } },
+    extensions: {
+      ratelimit: { limits: { metering: 100000, analytics: 100000, platform: 100000 } },
+      exportconfigs: { allow_private_destinations: ['127.0.0.1'], poll_interval_ms: 50 },
+    },
   })
   const configFiles = [DEFAULT_CONFIG_PATH, GATEWAY_CONFIG, override]
   const env = { METERD_REDIS_URL: redis.url, METERD_WORKERS: '1' }
@@ -240,6 +245,41 @@ if (!haveRedis) {
       t.equal(changed.status, 200, changed.text)
       await new Promise((r) => setTimeout(r, PROPAGATION_BOUND_MS))
       t.same(await costs(), ['0.4', '0.4', '0.4'], 'the new price everywhere once the bound has passed')
+    })
+
+    await t.test('an export configuration made on one replica delivers each event once, whichever replica stored it', async (t) => {
+      const rx = await startReceiver(t)
+      const made = await call(`${c.replicas[2].url}${API}/export-configurations`, { key: ADMIN_KEY, body: { name: 'cluster', url: rx.url, eventTypes: ['usage.completion'] } })
+      t.equal(made.status, 201, made.text)
+      await new Promise((r) => setTimeout(r, PROPAGATION_BOUND_MS))
+      const sent: string[] = []
+      await Promise.all(
+        Array.from({ length: 30 }, async (_, i) => {
+          const r = await call(c.replicas[i % 3].url + POST_COMPLETION, { key: ADMIN_KEY, body: completion() })
+          if (r.status === 201) sent.push(r.body.id)
+        }),
+      )
+      t.equal(sent.length, 30)
+      await rx.waitFor(30, 10_000)
+      await new Promise((r) => setTimeout(r, 500)) // room for a second delivery, if any were to come
+      const events = rx.received.map((r) => r.json.id)
+      t.equal(events.length, 30, 'thirty deliveries')
+      t.equal(new Set(events).size, 30, 'one per event')
+      // Removed on another replica: no replica delivers any more.
+      t.equal((await call(`${a.url}${API}/export-configurations/${made.body.id}`, { method: 'DELETE', key: ADMIN_KEY })).status, 204)
+      await new Promise((r) => setTimeout(r, PROPAGATION_BOUND_MS))
+      await Promise.all(c.replicas.map((m) => call(m.url + POST_COMPLETION, { key: ADMIN_KEY, body: completion() })))
+      await new Promise((r) => setTimeout(r, 500))
+      t.equal(rx.received.length, 30, 'nothing delivered after the removal')
+    })
+
+    await t.test('an alert rule made on one replica is listed by the others', async (t) => {
+      const made = await call(`${b.url}${API}/sources/ai/anomaly`, { key: ADMIN_KEY, body: cliRule({ name: 'cluster rule' }) })
+      t.equal(made.status, 201, made.text)
+      for (const m of [c.replicas[0], c.replicas[2]]) {
+        const ms = await within(5000, async () => (await call(`${m.url}${API}/sources/ai/anomaly/${made.body.id}`, { key: ADMIN_KEY })).status === 200)
+        t.ok(ms <= PROPAGATION_BOUND_MS, `seen after ${ms.toFixed(1)} ms`)
+      }
     })
 
     await t.test('one replica killed mid-load loses nothing acknowledged', async (t) => {

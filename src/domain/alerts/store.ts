@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
-import type { SharedTables } from '../../ports/shared.js'
+import type { SharedTables } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import { INITIAL_STATE, type AlertEvent, type AlertRule, type AlertState } from './model.js'
 

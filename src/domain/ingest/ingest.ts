@@ -6,7 +6,7 @@ import { idTooLong, MAX_ID_LENGTH } from '../../model/identifiers.js'
 import { withoutOwnIdentity } from '../../model/identity.js'
 import { EMPTY_ATTRIBUTION, type Caller, type UsageKind, type UsageRecord } from '../../model/usage-record.js'
 import type { DedupStore } from '../../ports/dedup.js'
-import type { SharedDedup } from '../../ports/shared.js'
+import type { SharedDedup } from '../../ports/dedup.js'
 import { IdempotencyKeys, idempotencyInProgress, idempotencyMismatch, type IdempotencyKey } from './idempotency.js'
 import { inFlightFor, type InFlight } from './in-flight.js'
 

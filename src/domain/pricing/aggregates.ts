@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { Database } from 'lmdb'
+import type { TierQuantities } from '../../ports/tiers.js'
 import type { Store } from '../../store/store.js'
 import { Decimal, SCALE, ZERO, cmpScaled, dec, formatScaled, parseQuantity, parseQuantityScaled, parseScaled, plusScaled, type Decimal as D } from './money.js'
 import { elementStep, elementStepScaled, type ElementStep, type PricingElement } from './tiers.js'
@@ -68,7 +69,7 @@ export function distinctToken(v: unknown): string {
  * read-modify-write inside one LMDB write transaction; lmdb-js serialises those (and LMDB
  * itself across processes), so concurrent events for one scope never lose an update.
  */
-export class ToolAggregates {
+export class ToolAggregates implements TierQuantities {
   readonly aggregates: Database<Aggregate, Key>
   readonly distinct: Database<1, Key>
 

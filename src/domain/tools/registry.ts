@@ -1,7 +1,7 @@
 import type { Database } from 'lmdb'
 import { conflict, notFound, ApiError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
-import type { SharedTables } from '../../ports/shared.js'
+import type { SharedTables } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import { parseToolSpec, type Tool, type ToolSpec } from './tool.js'
 

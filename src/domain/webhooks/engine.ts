@@ -1,5 +1,5 @@
 import type { Agent } from 'undici'
-import type { DeliveryClaims } from '../../ports/shared.js'
+import type { DeliveryClaims } from '../../ports/deliveries.js'
 import type { Logger } from 'pino'
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 import { newId } from '../../core/ids.js'

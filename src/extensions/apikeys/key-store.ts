@@ -1,7 +1,7 @@
 import { hash, randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
 import { SCOPES, type Scope } from '../../transport/admission/index.js'
-import type { SharedTables } from '../../ports/shared.js'
+import type { SharedTables } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 
 /** An API key as stored: never the key itself, only its SHA-256. */

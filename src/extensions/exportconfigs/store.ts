@@ -1,5 +1,5 @@
 import type { Database } from 'lmdb'
-import type { SharedTables } from '../../ports/shared.js'
+import type { SharedTables } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import type { ConfigurationSource, ExportConfiguration } from '../../domain/webhooks/model.js'
 import { SecretBox, rotate, statusOf, newSecret, type SigningState, type SigningStatus } from './secrets.js'

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { SharedStateConfig } from '../../core/config/schema.js'
-import { sharedStateUnavailable } from '../../ports/shared.js'
+import { sharedStateUnavailable } from '../../ports/dedup.js'
 
 export type RedisSettings = SharedStateConfig['redis']
 

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis'
 import type { StoredResponse } from '../../core/consumer.js'
 import { conflict } from '../../core/errors.js'
 import type { UsageKind } from '../../model/usage-record.js'
-import type { KeyClaim, SharedDedup, TransactionClaim } from '../../ports/shared.js'
+import type { KeyClaim, SharedDedup, TransactionClaim } from '../../ports/dedup.js'
 import { sleep, type Outage } from './connection.js'
 
 /** SET NX PX; when taken, the holder's value. KEYS: the entry. ARGV: value, ttl (ms). */

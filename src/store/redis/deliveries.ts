@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis'
-import type { DeliveryClaims } from '../../ports/shared.js'
+import type { DeliveryClaims } from '../../ports/deliveries.js'
 import type { Outage } from './connection.js'
 
 /** The claim is kept as long as a delivery may be retried (webhook retries end within days). */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
-import type { SharedTable, SharedTables } from '../../ports/shared.js'
+import type { SharedTable, SharedTables } from '../../ports/tables.js'
 import type { Store } from '../store.js'
 import type { Outage } from './connection.js'
 

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis'
 import { EMPTY_AGGREGATE, distinctToken, moveAggregate, moveDistinct, type Aggregate, type Applied, type Move, type ToolCharge } from '../../domain/pricing/aggregates.js'
 import type { PricingElement } from '../../domain/pricing/tiers.js'
-import type { TierQuantities } from '../../ports/shared.js'
+import type { TierQuantities } from '../../ports/tiers.js'
 import type { Outage } from './connection.js'
 
 /**

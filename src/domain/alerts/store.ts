@@ -26,6 +26,8 @@ export class AlertStore {
   private readonly events: Database<AlertEvent, EventKey>
   private readonly byId = new Map<string, AlertRule>()
   private shared?: SharedTables
+  /** Called after every rule change this process commits (the other workers then reload()). */
+  onChange?: () => void
 
   constructor(private readonly store: Store) {
     this.rules = store.db('alert-rules')
@@ -34,7 +36,8 @@ export class AlertStore {
     this.reload()
   }
 
-  private reload(): void {
+  /** Re-reads every rule from LMDB: another process changed one. */
+  reload(): void {
     this.byId.clear()
     for (const { value } of this.rules.getRange({})) this.byId.set(value.id, value)
   }
@@ -79,6 +82,7 @@ export class AlertStore {
     await this.store.durable(this.rules.put(rule.id, rule))
     this.byId.set(rule.id, rule)
     await this.shared?.wrote('alert-rules', [rule.id])
+    this.onChange?.()
   }
 
   /** Removes a rule with its state and history. */
@@ -92,6 +96,7 @@ export class AlertStore {
     )
     this.byId.delete(rule.id)
     await this.shared?.wrote('alert-rules', [rule.id])
+    this.onChange?.()
   }
 
   /** Inside a write transaction: the rule's new state, and the history entry of the event that changed it. */

@@ -14,14 +14,17 @@ export class ExportConfigStore implements ConfigurationSource {
   private readonly signing: Database<SigningState, string>
   private readonly byTeam = new Map<string, ExportConfiguration[]>()
   private shared?: SharedTables
+  /** Called after every change this process commits (the other workers then reload()). */
+  onChange?: () => void
 
   constructor(private readonly store: Store, private readonly box: SecretBox) {
     this.configs = store.db('export_configurations')
     this.signing = store.db('export_configuration_signing')
-    this.reindex()
+    this.reload()
   }
 
-  private reindex(): void {
+  /** Rebuilds the index by team from LMDB: another process changed a configuration. */
+  reload(): void {
     this.byTeam.clear()
     for (const { value } of this.configs.getRange({})) this.index(value)
   }
@@ -30,7 +33,7 @@ export class ExportConfigStore implements ConfigurationSource {
   async share(tables: SharedTables): Promise<void> {
     this.shared = tables
     await tables.attach([
-      { db: 'export_configurations', changed: () => this.reindex() },
+      { db: 'export_configurations', changed: () => this.reload() },
       { db: 'export_configuration_signing', changed: () => undefined },
     ])
   }
@@ -63,6 +66,7 @@ export class ExportConfigStore implements ConfigurationSource {
     await this.store.durable(this.configs.put(c.id, c))
     this.index(c)
     await this.shared?.wrote('export_configurations', [c.id])
+    this.onChange?.()
   }
 
   async remove(c: ExportConfiguration): Promise<void> {
@@ -75,6 +79,7 @@ export class ExportConfigStore implements ConfigurationSource {
     this.unindex(c)
     await this.shared?.wrote('export_configurations', [c.id])
     await this.shared?.wrote('export_configuration_signing', [c.id])
+    this.onChange?.()
   }
 
   async disable(id: string, reason: string): Promise<void> {

@@ -132,8 +132,8 @@ export class RedisTables implements SharedTables {
   }
 
   private async apply(table: SharedTable, rows: [field: string, value: string | null][]): Promise<void> {
+    if (rows.length === 0) return
     const local = this.store.db<any, any>(table.db)
-    let changed = false
     await this.store.durable(
       local.transaction(() => {
         for (const [f, v] of rows) {
@@ -141,18 +141,16 @@ export class RedisTables implements SharedTables {
           const key = JSON.parse(f)
           const current = local.get(key)
           if (v === TOMBSTONE) {
-            if (current !== undefined) {
-              local.remove(key)
-              changed = true
-            }
+            if (current !== undefined) local.remove(key)
           } else if (current === undefined || JSON.stringify(current) !== v) {
             local.put(key, JSON.parse(v, revive))
-            changed = true
           }
         }
       }),
     )
-    if (changed) table.changed()
+    // Always: another worker of this daemon (same LMDB) may have written the rows already, and
+    // this process's caches still need to go.
+    table.changed()
   }
 
   private async resyncAll(): Promise<void> {

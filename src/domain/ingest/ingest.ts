@@ -172,7 +172,14 @@ export class Ingest {
         owned.push({ index: i, kind, tx, record, resolve, reject })
       }
       const shared = this.settings.shared
-      if (shared && owned.length > 0) await this.claim(shared, caller.team, owned, ids, records, windowMs)
+      if (shared && owned.length > 0) {
+        try {
+          await this.claim(shared, caller.team, owned, ids, records, windowMs)
+        } catch (err) {
+          this.settings.metrics.failed(items.length)
+          throw err
+        }
+      }
 
       if (records.length > 0) {
         const batch: Batch = { items: records, ctx: { caller, receiver: this.settings.receiver, dedupWindowMs: windowMs } }

@@ -30,6 +30,7 @@ export class RedisTables implements SharedTables {
   private readonly dirty = new Map<string, Set<string>>()
   private timer?: NodeJS.Timeout
   private subscribed = false
+  private closed = false
 
   constructor(
     private readonly redis: Redis,
@@ -81,6 +82,7 @@ export class RedisTables implements SharedTables {
   }
 
   async close(): Promise<void> {
+    this.closed = true
     if (this.timer) clearInterval(this.timer)
     this.timer = undefined
   }
@@ -107,7 +109,7 @@ export class RedisTables implements SharedTables {
         return
       }
       const table = this.tables.get(m.db)
-      if (m.r === this.replica || !table) return
+      if (m.r === this.replica || !table || this.closed) return
       this.pull(table, m.k).catch((err) => this.outage.failed(err))
     })
     // A (re)connected subscriber may have missed messages: resync then.
@@ -155,6 +157,7 @@ export class RedisTables implements SharedTables {
 
   private async resyncAll(): Promise<void> {
     for (const t of this.tables.values()) {
+      if (this.closed) return
       try {
         await this.resync(t)
         this.outage.recovered()

@@ -5,7 +5,7 @@ import type { ComponentMetrics } from '../../core/telemetry.js'
 import { idTooLong, MAX_ID_LENGTH } from '../../model/identifiers.js'
 import { withoutOwnIdentity } from '../../model/identity.js'
 import { EMPTY_ATTRIBUTION, type Caller, type UsageKind, type UsageRecord } from '../../model/usage-record.js'
-import { ReplayTaken, type DedupStore, type SharedDedup } from '../../ports/dedup.js'
+import { ReplayTaken, type DedupStore, type SharedDedup, type TransactionClaim } from '../../ports/dedup.js'
 import { IdempotencyKeys, idempotencyInProgress, idempotencyMismatch, type IdempotencyKey } from './idempotency.js'
 import { inFlightFor, type InFlight } from './in-flight.js'
 
@@ -238,11 +238,11 @@ export class Ingest {
    */
   private async claim(shared: SharedDedup, team: string, owned: Owned[], ids: string[], records: UsageRecord[], windowMs: number): Promise<void> {
     const outcomes = await Promise.allSettled(owned.map((o) => shared.claimTransaction(team, o.kind, o.tx, o.record.id, windowMs)))
-    const failed = outcomes.find((r) => r.status === 'rejected')
+    const claims: (TransactionClaim | undefined)[] = outcomes.map((r) => (r.status === 'fulfilled' ? r.value : undefined))
+    const failed = outcomes.find((r): r is PromiseRejectedResult => r.status === 'rejected')
     if (failed) {
       owned.forEach((o, i) => {
-        if (outcomes[i].status === 'fulfilled' && (outcomes[i] as PromiseFulfilledResult<{ claimed: boolean }>).value.claimed)
-          shared.releaseTransaction(team, o.kind, o.tx, o.record.id).catch(() => undefined)
+        if (claims[i]?.claimed) shared.releaseTransaction(team, o.kind, o.tx, o.record.id).catch(() => undefined)
         o.reject(failed.reason)
       })
       owned.length = 0
@@ -250,7 +250,7 @@ export class Ingest {
     }
     const elsewhere = new Set<UsageRecord>()
     for (let i = owned.length - 1; i >= 0; i--) {
-      const c = (outcomes[i] as PromiseFulfilledResult<Awaited<ReturnType<SharedDedup['claimTransaction']>>>).value
+      const c = claims[i]!
       if (c.claimed) continue
       const o = owned[i]
       ids[o.index] = c.id

@@ -243,15 +243,18 @@ if (!haveRedis) {
       t.same(await costs(), ['0.25', '0.25', '0.25'], 'the price set on one replica')
       const changed = await call(`${b.url}${API}/tools/${created.body.id}`, { method: 'PUT', key: ADMIN_KEY, body: { pricing: { currency: 'USD', elements: [{ name: 'calls', aggregationType: 'COUNT', tiersMode: 'volume', unitPrice: '0.4', tiers: [] }] } } })
       t.equal(changed.status, 200, changed.text)
-      await new Promise((r) => setTimeout(r, PROPAGATION_BOUND_MS))
-      t.same(await costs(), ['0.4', '0.4', '0.4'], 'the new price everywhere once the bound has passed')
+      for (const m of [a, c.replicas[2]]) {
+        const ms = await within(5000, async () => (await call(`${m.url}${API}/tools/${created.body.id}`, { key: ADMIN_KEY })).body?.revision === 2)
+        t.ok(ms <= PROPAGATION_BOUND_MS, `the change is seen by another replica after ${ms.toFixed(1)} ms`)
+      }
+      t.same(await costs(), ['0.4', '0.4', '0.4'], 'the new price everywhere')
     })
 
     await t.test('an export configuration made on one replica delivers each event once, whichever replica stored it', async (t) => {
       const rx = await startReceiver(t)
       const made = await call(`${c.replicas[2].url}${API}/export-configurations`, { key: ADMIN_KEY, body: { name: 'cluster', url: rx.url, eventTypes: ['usage.completion'] } })
       t.equal(made.status, 201, made.text)
-      await new Promise((r) => setTimeout(r, PROPAGATION_BOUND_MS))
+      for (const m of [a, b]) await within(5000, async () => (await call(`${m.url}${API}/export-configurations/${made.body.id}`, { key: ADMIN_KEY })).status === 200)
       const sent: string[] = []
       await Promise.all(
         Array.from({ length: 30 }, async (_, i) => {
@@ -267,7 +270,7 @@ if (!haveRedis) {
       t.equal(new Set(events).size, 30, 'one per event')
       // Removed on another replica: no replica delivers any more.
       t.equal((await call(`${a.url}${API}/export-configurations/${made.body.id}`, { method: 'DELETE', key: ADMIN_KEY })).status, 204)
-      await new Promise((r) => setTimeout(r, PROPAGATION_BOUND_MS))
+      for (const m of [b, c.replicas[2]]) await within(5000, async () => (await call(`${m.url}${API}/export-configurations/${made.body.id}`, { key: ADMIN_KEY })).status === 404)
       await Promise.all(c.replicas.map((m) => call(m.url + POST_COMPLETION, { key: ADMIN_KEY, body: completion() })))
       await new Promise((r) => setTimeout(r, 500))
       t.equal(rx.received.length, 30, 'nothing delivered after the removal')
@@ -355,6 +358,12 @@ if (!haveRedis) {
       }
       t.same((await storedUnder(c, 'completion', body.transactionId as string)).flat(), [], 'nothing stored')
       t.equal((await toolRecords(c, 'cluster-tiers')).length, 300, 'no tool event stored either')
+      // A tool made meanwhile is stored on its replica, and reaches the others once Redis is back.
+      const offline = await call(`${a.url}${API}/tools`, {
+        key: ADMIN_KEY,
+        body: toolBody('made-offline', { name: 'calls', aggregationType: 'COUNT', tiersMode: 'volume', unitPrice: '0.5', tiers: [] }),
+      })
+      t.equal(offline.status, 201, `a tool created while Redis is down: ${offline.text}`)
 
       // Redis back (empty: it keeps nothing on disk here): the cluster serves again.
       const back = await startRedis(c.redis.port)
@@ -367,6 +376,9 @@ if (!haveRedis) {
         'served again once Redis is back',
       )
       t.equal((await storedUnder(c, 'completion', body.transactionId as string)).flat().length, 1, 'and stored once')
+      const listed = async () => (await call(`${c.replicas[2].url}${API}/tools`, { key: ADMIN_KEY })).text.includes('"toolId":"made-offline"')
+      const ms = await within(10_000, listed)
+      t.pass(`the tool made while Redis was down is on another replica ${ms.toFixed(0)} ms after Redis answered again`)
     })
   })
 }

@@ -167,13 +167,15 @@ export class RedisTables implements SharedTables {
     }
   }
 
-  /** The whole table: dirty rows pushed, rows in Redis applied, rows only here pushed. */
+  /** The whole table: dirty rows pushed, rows in Redis applied, rows only here pushed; the others are told of what was pushed. */
   private async resync(table: SharedTable): Promise<void> {
     const dirty = this.dirty.get(table.db)
+    const pushed: string[] = []
     if (dirty?.size) {
       const fields = [...dirty]
       await this.push(table.db, fields)
       for (const f of fields) dirty.delete(f)
+      pushed.push(...fields)
     }
     const remote = await this.redis.hgetall(this.hash(table.db))
     await this.apply(table, Object.entries(remote))
@@ -183,5 +185,7 @@ export class RedisTables implements SharedTables {
       if (!(f in remote)) mine.push(f)
     }
     if (mine.length) await this.push(table.db, mine)
+    pushed.push(...mine)
+    if (pushed.length) await this.redis.publish(this.channel, JSON.stringify({ r: this.replica, db: table.db, k: pushed }))
   }
 }

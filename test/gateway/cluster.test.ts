@@ -48,7 +48,8 @@ async function startCluster(t: Test): Promise<Cluster> {
     },
   })
   const configFiles = [DEFAULT_CONFIG_PATH, GATEWAY_CONFIG, override]
-  const env = { METERD_REDIS_URL: redis.url, METERD_WORKERS: '1' }
+  // One master key for the cluster: each replica opens the signing secrets another sealed.
+  const env = { METERD_REDIS_URL: redis.url, METERD_WORKERS: '1', METERD_MASTER_KEY: 'cluster-test-master-key-0123456789abcdef' }
   const c: Cluster = {
     dir,
     redis,

@@ -82,6 +82,8 @@ export class ExportConfigStore implements ConfigurationSource {
       }),
     )
     this.index(c)
+    await this.shared?.wrote('export_configurations', [c.id])
+    if (secret) await this.shared?.wrote('export_configuration_signing', [c.id])
     this.onChange?.()
     return secret
   }
@@ -145,7 +147,10 @@ export class ExportConfigStore implements ConfigurationSource {
       }
       if (next.current !== value.current || next.previous !== value.previous) updates.push([id, next])
     }
-    if (updates.length) await this.store.durable(this.store.root.transaction(() => updates.forEach(([id, s]) => this.signing.put(id, s))))
+    if (updates.length) {
+      await this.store.durable(this.store.root.transaction(() => updates.forEach(([id, s]) => this.signing.put(id, s))))
+      await this.shared?.wrote('export_configuration_signing', updates.map(([id]) => id))
+    }
     return { resealed, unreadable: [...unreadable] }
   }
 

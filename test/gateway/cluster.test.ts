@@ -136,6 +136,8 @@ function graduatedCharge(q: number): string {
 if (!haveRedis) {
   t.skip('redis-server is not installed (apt-get install redis-server); the gateway cluster tests need a real one')
 } else {
+  // Three daemons, two restarts and a CLI run each: more than the default 120 s on a busy machine.
+  t.setTimeout(360_000)
   t.test('a gateway cluster of three replicas on one Redis', async (t) => {
     const c = await startCluster(t)
     const [a, b] = c.replicas

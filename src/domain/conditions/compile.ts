@@ -85,7 +85,7 @@ export function compileNode<T>(node: Node, fields: FieldCatalog<T>): Predicate<T
         const eq = equality(f, node.field, node.value, node.valueAt)
         return node.cmp === '==' ? (i) => { const v = get(i); return v !== undefined && eq(v) } : (i) => { const v = get(i); return v === undefined || !eq(v) }
       }
-      const order = ordering(f, node.field, node.cmp, node.value, node.valueAt)
+      const order = ordering(f, node.field, node.cmp, node.value, node.at, node.valueAt)
       return (i) => {
         const v = get(i)
         return v !== undefined && order(v)
@@ -142,8 +142,8 @@ function numberEquals(d: Decimal): (v: unknown) => boolean {
   return (v) => (typeof v === 'number' ? v === n && d.eq(v) : typeof v === 'string' && compareDecimal(v, d) === 0)
 }
 
-function ordering(f: Field, path: string, cmp: CompareOp, l: Literal, at: number): (v: unknown) => boolean {
-  if (f.type === 'string' || f.type === 'boolean') throw new ConditionError(`${path} is a ${f.type}: ${cmp} compares numbers`, at + 1)
+function ordering(f: Field, path: string, cmp: CompareOp, l: Literal, fieldAt: number, at: number): (v: unknown) => boolean {
+  if (f.type === 'string' || f.type === 'boolean') throw new ConditionError(`${path} is a ${f.type}: ${cmp} compares numbers`, fieldAt + 1)
   if (l.type !== 'number') throw new ConditionError(`${cmp} compares numbers, not ${describe(l)}`, at + 1)
   const test = sign(cmp)
   if (f.type === 'number') {

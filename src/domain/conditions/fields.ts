@@ -197,7 +197,7 @@ function dimensionField(path: string, dim: keyof Attribution): Field<UsageRecord
 
 const USAGE_HELP = 'a record field (kind, team, organizationName, productName, provider, model, agent, environment, cost.total, inputTokenCount, …), attributes.<key>, usageMetadata.<key> or body.<path>'
 
-export const usageFields: FieldCatalog<UsageRecord> = {
+const usageFieldsUnguarded: FieldCatalog<UsageRecord> = {
   resolve(path) {
     if (path in META) return META[path]
     if (path in DIMENSIONS) return dimensionField(path, DIMENSIONS[path])
@@ -245,7 +245,7 @@ const SPAN: Record<string, Field<SpanItem>> = {
   'status.message': readOnly('string', (i) => i.span.status.message || undefined),
 }
 
-export const spanFields: FieldCatalog<SpanItem> = {
+const spanFieldsUnguarded: FieldCatalog<SpanItem> = {
   resolve(path) {
     return SPAN[path] ?? otlpCommon<SpanItem>(path, (i) => i.span.attributes as Obj) ?? { error: `unknown span field "${path}": expected ${Object.keys(SPAN).join(', ')}, scope.name, scope.version, ${RESOURCE_OR_ATTRIBUTES}` }
   },
@@ -262,7 +262,7 @@ const LOG: Record<string, Field<LogItem>> = {
   observedTimeUnixNano: readOnly('decimal', (i) => i.log.observedTimeUnixNano),
 }
 
-export const logFields: FieldCatalog<LogItem> = {
+const logFieldsUnguarded: FieldCatalog<LogItem> = {
   resolve(path) {
     return LOG[path] ?? otlpCommon<LogItem>(path, (i) => i.log.attributes as Obj) ?? { error: `unknown log field "${path}": expected ${Object.keys(LOG).join(', ')}, scope.name, scope.version, ${RESOURCE_OR_ATTRIBUTES}` }
   },
@@ -277,5 +277,9 @@ function guarded<T>(c: FieldCatalog<T>): FieldCatalog<T> {
   }
 }
 
+export const usageFields = guarded(usageFieldsUnguarded)
+export const spanFields = guarded(spanFieldsUnguarded)
+export const logFields = guarded(logFieldsUnguarded)
+
 /** The catalog of each signal whose items conditions can read. */
-export const FIELD_CATALOGS: Partial<Record<string, FieldCatalog>> = { usage: guarded(usageFields), traces: guarded(spanFields), logs: guarded(logFields) }
+export const FIELD_CATALOGS: Partial<Record<string, FieldCatalog>> = { usage: usageFields, traces: spanFields, logs: logFields }

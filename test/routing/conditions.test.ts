@@ -246,3 +246,20 @@ t.test('property: a compiled condition agrees with the reference interpreter on 
   )
   t.ok(checked > 1500, `${checked} evaluations agreed`)
 })
+
+t.test('property: decimal strings compare exactly, as decimal.js does', async (t) => {
+  const digits = (max: number) => fc.array(fc.constantFrom(...'0123456789'), { minLength: 1, maxLength: max }).map((d) => d.join(''))
+  const decimal = fc.record({ neg: fc.boolean(), int: digits(25), frac: fc.option(digits(20), { nil: undefined }) }).map(({ neg, int, frac }) => `${neg ? '-' : ''}${int}${frac === undefined ? '' : '.' + frac}`)
+  const { compileCondition: compile } = await import('../../src/domain/conditions/index.js')
+  fc.assert(
+    fc.property(decimal, decimal, (a, b) => {
+      const want = new Decimal(a).cmp(new Decimal(b))
+      const r = record({ cost: a })
+      const got = { '<': want < 0, '<=': want <= 0, '==': want === 0, '>': want > 0, '>=': want >= 0, '!=': want !== 0 }
+      for (const [op, expected] of Object.entries(got)) if (compile(`cost.total ${op} ${b}`, usageFields)(r) !== expected) throw new Error(`${a} ${op} ${b}: wanted ${expected}`)
+    }),
+    { numRuns: 3000, seed: 7 },
+  )
+  t.equal(compileCondition('cost.total > 0', usageFields)(record({ cost: '1e-3' })), false, 'a cost that is not a plain decimal string is not comparable')
+  t.equal(compileCondition('cost.total == 0', usageFields)(record({ cost: '-0.000' })), true, '-0.000 equals 0')
+})

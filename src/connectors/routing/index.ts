@@ -107,7 +107,20 @@ export class RoutingConnector implements ConsumingComponent {
     return out ?? table.defaults
   }
 
-  private async route(table: Table, batch: Batch<unknown>): Promise<void> {
+  private route(table: Table, batch: Batch<unknown>): Promise<void> {
+    // Most requests hold one record, or records that all go the same way: the batch goes on whole.
+    const { items } = batch
+    const first = items.length ? this.targets(table, items[0]) : []
+    let same = first.length === 1
+    for (let i = 1; same && i < items.length; i++) same = this.targets(table, items[i]) === first
+    if (same) {
+      this.settings.metrics.accepted(items.length)
+      return this.pipelines.get(first[0])!.consume(batch)
+    }
+    return this.split(table, batch)
+  }
+
+  private async split(table: Table, batch: Batch<unknown>): Promise<void> {
     // Per pipeline: its items and their indexes in the batch (to report item rejections by the client's index).
     const parts = new Map<string, { items: unknown[]; index: number[] }>()
     let dropped = 0

@@ -41,18 +41,32 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
  * The value at `parts` below `obj`. A key may itself hold dots (OTLP attribute keys such as
  * `gen_ai.request.model`): at each level the longest key present wins.
  */
-export function readPath(obj: unknown, parts: readonly string[], from = 0): unknown {
-  if (from === parts.length) return obj
-  if (!isObj(obj)) return undefined
-  if (parts.length - from === 1) return Object.hasOwn(obj, parts[from]) ? obj[parts[from]] : undefined
-  for (let end = parts.length; end > from; end--) {
-    const key = end === from + 1 ? parts[from] : parts.slice(from, end).join('.')
-    if (Object.hasOwn(obj, key)) {
-      const v = readPath(obj[key], parts, end)
-      if (v !== undefined) return v
-    }
+export function readPath(obj: unknown, parts: readonly string[]): unknown {
+  return pathReader(parts)(obj)
+}
+
+/** readPath for one path, with every dotted key it may try joined once, up front. */
+export function pathReader(parts: readonly string[]): (obj: unknown) => unknown {
+  if (parts.length === 1) {
+    const key = parts[0]
+    return (obj) => (isObj(obj) && Object.hasOwn(obj, key) ? obj[key] : undefined)
   }
-  return undefined
+  // keys[from][end] = parts[from..end) joined with dots.
+  const keys = parts.map((_, from) => parts.map((_, end) => (end >= from ? parts.slice(from, end + 1).join('.') : '')))
+  const n = parts.length
+  const read = (obj: unknown, from: number): unknown => {
+    if (from === n) return obj
+    if (!isObj(obj)) return undefined
+    for (let end = n - 1; end >= from; end--) {
+      const key = keys[from][end]
+      if (Object.hasOwn(obj, key)) {
+        const v = read(obj[key], end + 1)
+        if (v !== undefined) return v
+      }
+    }
+    return undefined
+  }
+  return (obj) => read(obj, 0)
 }
 
 function writePath(obj: Obj, parts: readonly string[], value: unknown): void {
@@ -77,9 +91,10 @@ const present = (v: unknown): unknown => (v === null ? undefined : v)
 
 /** A field of a plain object inside the item, reached by `container`. */
 function objectField<T>(type: FieldType, container: (item: T, create: boolean) => Obj | undefined, parts: readonly string[]): Field<T> {
+  const read = pathReader(parts)
   return {
     type,
-    get: (item) => present(readPath(container(item, false), parts)),
+    get: (item) => present(read(container(item, false))),
     set: (item, v) => writePath(container(item, true)!, parts, v),
     remove: (item) => {
       const c = container(item, false)
@@ -90,10 +105,10 @@ function objectField<T>(type: FieldType, container: (item: T, create: boolean) =
 
 /** A flat map whose keys hold dots (OTLP attributes): `attributes.gen_ai.request.model` is one key. */
 function flatKeyField<T>(container: (item: T) => Obj, key: string): Field<T> {
-  const parts = key.split('.')
+  const read = pathReader(key.split('.'))
   return {
     type: 'any',
-    get: (item) => present(readPath(container(item), parts)),
+    get: (item) => present(read(container(item))),
     set: (item, v) => void (container(item)[key] = v),
     remove: (item) => void delete container(item)[key],
   }

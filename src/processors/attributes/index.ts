@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import type { CheckContext, CreateSettings, ProcessorFactory } from '../../core/component.js'
 import type { ConfigIssue } from '../../core/config/schema.js'
@@ -82,7 +82,8 @@ function check(config: Config, ctx: CheckContext): ConfigIssue[] {
   return issues
 }
 
-const sha256 = (v: unknown): string => createHash('sha256').update(typeof v === 'string' ? v : JSON.stringify(v)).digest('hex')
+// crypto.hash: the one-shot digest, without a Hash object per value.
+const sha256 = (v: unknown): string => hash('sha256', typeof v === 'string' ? v : JSON.stringify(v), 'hex')
 
 /** An action bound to its field(s): changes one item in place. */
 function compileAction(a: ActionConfig, catalog: FieldCatalog): (item: unknown) => void {

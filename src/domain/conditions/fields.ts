@@ -1,5 +1,5 @@
 import type { TSchema } from '@sinclair/typebox'
-import type { LogItem, SpanItem } from '../../model/otlp.js'
+import type { Attributes, LogItem, SpanItem } from '../../model/otlp.js'
 import { CompletionSchema, MediaSchema, ToolEventSchema } from '../../model/schemas.js'
 import type { Attribution, UsageRecord } from '../../model/usage-record.js'
 
@@ -78,39 +78,74 @@ function writePath(obj: Obj, parts: readonly string[], value: unknown): void {
   o[parts[parts.length - 1]] = value
 }
 
-function removePath(obj: Obj, parts: readonly string[]): void {
-  let o: unknown = obj
-  for (let i = 0; i < parts.length - 1; i++) {
-    if (!isObj(o)) return
-    o = o[parts[i]]
-  }
-  if (isObj(o)) delete o[parts[parts.length - 1]]
+/**
+ * `obj` without the value at `parts`. The object that held the key is copied without it rather
+ * than changed with `delete`, which turns an object into a slow dictionary that every later
+ * read, spread and encoding pays for; the objects above it get the copy in place of the
+ * original. Returns `obj` itself when there was nothing to remove, or when only a nested object changed.
+ */
+function withoutPath(obj: Obj, parts: readonly string[], i = 0): Obj {
+  const key = parts[i]
+  if (!Object.hasOwn(obj, key)) return obj
+  if (i === parts.length - 1) return withoutKey(obj, key)
+  const child = obj[key]
+  if (!isObj(child)) return obj
+  const next = withoutPath(child, parts, i + 1)
+  if (next !== child) obj[key] = next
+  return obj
+}
+
+function withoutKey(obj: Obj, key: string): Obj {
+  const out: Obj = {}
+  for (const k of Object.keys(obj)) if (k !== key) out[k] = obj[k]
+  return out
 }
 
 const present = (v: unknown): unknown => (v === null ? undefined : v)
 
-/** A field of a plain object inside the item, reached by `container`. */
-function objectField<T>(type: FieldType, container: (item: T, create: boolean) => Obj | undefined, parts: readonly string[]): Field<T> {
+/** Where a field's object lives in an item: read it, and put a replacement (or a new one) there. */
+interface Container<T> {
+  get(item: T): Obj | undefined
+  put(item: T, obj: Obj): void
+  /** Other items hold the same object: never change it, put a changed copy. */
+  shared?: boolean
+}
+
+/** A field of a plain object inside the item, at a nested path. */
+function objectField<T>(type: FieldType, container: Container<T>, parts: readonly string[]): Field<T> {
   const read = pathReader(parts)
   return {
     type,
-    get: (item) => present(read(container(item, false))),
-    set: (item, v) => writePath(container(item, true)!, parts, v),
+    get: (item) => present(read(container.get(item))),
+    set: (item, v) => {
+      let c = container.get(item)
+      if (!c) container.put(item, (c = {}))
+      writePath(c, parts, v)
+    },
     remove: (item) => {
-      const c = container(item, false)
-      if (c) removePath(c, parts)
+      const c = container.get(item)
+      if (!c) return
+      const next = withoutPath(c, parts)
+      if (next !== c) container.put(item, next)
     },
   }
 }
 
 /** A flat map whose keys hold dots (OTLP attributes): `attributes.gen_ai.request.model` is one key. */
-function flatKeyField<T>(container: (item: T) => Obj, key: string): Field<T> {
+function flatKeyField<T>(container: Container<T>, key: string): Field<T> {
   const read = pathReader(key.split('.'))
   return {
     type: 'any',
-    get: (item) => present(read(container(item))),
-    set: (item, v) => void (container(item)[key] = v),
-    remove: (item) => void delete container(item)[key],
+    get: (item) => present(read(container.get(item))),
+    set: (item, v) => {
+      const c = container.get(item)
+      if (c && !container.shared) c[key] = v
+      else container.put(item, { ...c, [key]: v })
+    },
+    remove: (item) => {
+      const c = container.get(item)
+      if (c && Object.hasOwn(c, key)) container.put(item, withoutKey(c, key))
+    },
   }
 }
 
@@ -182,7 +217,7 @@ const BODY_TYPES: Map<string, FieldType | 'object'> = (() => {
   return m
 })()
 
-const bodyOf = (r: UsageRecord): Obj => r.body as Obj
+const bodyOf: Container<UsageRecord> = { get: (r) => r.body as Obj, put: (r, body) => void (r.body = body as never) }
 
 function dimensionField(path: string, dim: keyof Attribution): Field<UsageRecord> {
   const parts = path.split('.')
@@ -240,9 +275,19 @@ const usageFieldsUnguarded: FieldCatalog<UsageRecord> = {
 
 const RESOURCE_OR_ATTRIBUTES = 'attributes.<key>, resource.<key>'
 
-function otlpCommon<T extends SpanItem | LogItem>(path: string, own: (item: T) => Obj): Field<T> | undefined {
+/**
+ * An item's resource is shared by the other items of its resource in the request, which may go
+ * to other pipelines: a change replaces this item's resource instead of changing the shared one.
+ */
+const resourceOf: Container<SpanItem | LogItem> = {
+  get: (i) => i.resource.attributes as Obj,
+  put: (i, attributes) => void (i.resource = { ...i.resource, attributes: attributes as Attributes }),
+  shared: true,
+}
+
+function otlpCommon<T extends SpanItem | LogItem>(path: string, own: Container<T>): Field<T> | undefined {
   if (path.startsWith('attributes.')) return flatKeyField<T>(own, path.slice('attributes.'.length))
-  if (path.startsWith('resource.')) return flatKeyField<T>((i) => i.resource.attributes as Obj, path.slice('resource.'.length))
+  if (path.startsWith('resource.')) return flatKeyField<T>(resourceOf, path.slice('resource.'.length))
   if (path === 'scope.name') return readOnly('string', (i) => i.scope.name || undefined)
   if (path === 'scope.version') return readOnly('string', (i) => i.scope.version || undefined)
   return undefined
@@ -262,7 +307,7 @@ const SPAN: Record<string, Field<SpanItem>> = {
 
 const spanFieldsUnguarded: FieldCatalog<SpanItem> = {
   resolve(path) {
-    return SPAN[path] ?? otlpCommon<SpanItem>(path, (i) => i.span.attributes as Obj) ?? { error: `unknown span field "${path}": expected ${Object.keys(SPAN).join(', ')}, scope.name, scope.version, ${RESOURCE_OR_ATTRIBUTES}` }
+    return SPAN[path] ?? otlpCommon<SpanItem>(path, { get: (i) => i.span.attributes as Obj, put: (i, a) => void (i.span.attributes = a as Attributes) }) ?? { error: `unknown span field "${path}": expected ${Object.keys(SPAN).join(', ')}, scope.name, scope.version, ${RESOURCE_OR_ATTRIBUTES}` }
   },
 }
 
@@ -279,7 +324,7 @@ const LOG: Record<string, Field<LogItem>> = {
 
 const logFieldsUnguarded: FieldCatalog<LogItem> = {
   resolve(path) {
-    return LOG[path] ?? otlpCommon<LogItem>(path, (i) => i.log.attributes as Obj) ?? { error: `unknown log field "${path}": expected ${Object.keys(LOG).join(', ')}, scope.name, scope.version, ${RESOURCE_OR_ATTRIBUTES}` }
+    return LOG[path] ?? otlpCommon<LogItem>(path, { get: (i) => i.log.attributes as Obj, put: (i, a) => void (i.log.attributes = a as Attributes) }) ?? { error: `unknown log field "${path}": expected ${Object.keys(LOG).join(', ')}, scope.name, scope.version, ${RESOURCE_OR_ATTRIBUTES}` }
   },
 }
 

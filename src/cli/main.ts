@@ -9,11 +9,12 @@ import { componentType } from '../core/component.js'
 import { Service } from '../core/service.js'
 import { broadcast, supervise, workerCount } from '../core/cluster/supervisor.js'
 import { WorkerBus } from '../core/cluster/worker-bus.js'
-import type { MeterdConfig } from '../core/config/schema.js'
+import type { MeterdConfig, SharedStateConfig } from '../core/config/schema.js'
 import { createTelemetry } from '../core/telemetry.js'
 import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import { Store } from '../store/store.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
+import type { SharedState } from '../ports/shared.js'
 import { WEBHOOK_USAGE, webhookCommand } from './webhook.js'
 import { REPRICE_USAGE, repriceCommand } from './reprice.js'
 
@@ -214,6 +215,9 @@ async function keys(args: string[]): Promise<number> {
   const { config } = configOrExit(values.config ?? [])
   const store = new Store({ path: config.storage.path, maxSizeMb: config.storage.max_size_mb })
   const ks = new KeyStore(store)
+  // Gateway cluster: the change goes to every replica at once (docs/deployment.md).
+  const shared = config.server.shared_state.backend === 'redis' ? await openSharedState(config.server.shared_state.redis, store) : undefined
+  if (shared) await ks.share(shared.tables)
   try {
     switch (sub) {
       case 'create': {
@@ -260,6 +264,13 @@ async function keys(args: string[]): Promise<number> {
         throw new UsageError(`keys: unknown subcommand "${sub ?? ''}"\n${USAGE}`)
     }
   } finally {
+    await shared?.close()
     await store.close()
   }
+}
+
+async function openSharedState(redis: SharedStateConfig['redis'], store: Store): Promise<SharedState> {
+  const { openRedisSharedState } = await import('../store/redis/index.js')
+  const { logger, registry } = createTelemetry({ level: 'warn' })
+  return openRedisSharedState(redis, store, logger, registry)
 }

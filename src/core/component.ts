@@ -7,6 +7,7 @@ import type { Admission } from '../transport/admission/index.js'
 import type { HttpServer } from '../transport/http/server.js'
 import type { Store } from '../store/store.js'
 import type { ConfigIssue, MeterdConfig, ServerConfig } from './config/schema.js'
+import type { SharedState } from '../ports/shared.js'
 import type { ClusterBus } from './cluster/bus.js'
 
 export type Kind = 'receiver' | 'processor' | 'exporter' | 'connector' | 'extension'
@@ -38,6 +39,8 @@ export interface Host {
   /** Admission for every transport: the apikeys and ratelimit extensions plug in here. */
   readonly admission: Admission
   readonly server: ServerConfig
+  /** What replicas of a gateway cluster share (server.shared_state: redis); undefined when standalone. */
+  readonly shared?: SharedState
   readonly logger: Logger
   readonly registry: Registry
   /** The other workers of this daemon (LOCAL when it runs as one process): see core/cluster/bus.ts. */

@@ -5,6 +5,7 @@ import { Gauge } from 'prom-client'
 import { Admission } from '../transport/admission/index.js'
 import { HttpServer } from '../transport/http/server.js'
 import { Store } from '../store/store.js'
+import type { SharedState } from '../ports/shared.js'
 import type { Component, Host, Kind } from './component.js'
 import type { MeterdConfig, ServerConfig } from './config/schema.js'
 import { build, type Factories, type Graph, type Plan } from './graph.js'
@@ -34,6 +35,7 @@ export class Service implements Host {
   readonly http: HttpServer
   readonly admission = new Admission()
   readonly server: ServerConfig
+  shared?: SharedState
   readonly cluster: ClusterBus
   state: ServiceState = 'created'
   private graph?: Graph
@@ -93,6 +95,12 @@ export class Service implements Host {
       registry: this.registry,
     }))
     this.mountOperations()
+    const shared = this.server.shared_state
+    if (shared.backend === 'redis') {
+      // ioredis loads only in gateway mode: standalone daemons keep their idle memory.
+      const { openRedisSharedState } = await import('../store/redis/index.js')
+      this.shared = await openRedisSharedState(shared.redis, this.store, this.logger.child({ component: 'shared-state' }), this.registry)
+    }
     for (const entry of this.graph.ordered) {
       await entry.component.start(this)
       this.started.push(entry)
@@ -117,6 +125,7 @@ export class Service implements Host {
       }
     }
     this.started = []
+    await this.shared?.close()
     await this.store.close()
     this.state = 'stopped'
     this.logger.info('meterd stopped')

@@ -58,14 +58,14 @@ export class ClickHouseAnalytics implements AnalyticsReader {
 
   async totals(team: string, q: AnalyticsQuery): Promise<Totals> {
     const [r] = await this.rows(
-      `SELECT toString(sumIf(cost, is_tool = 0)) AS tokenCost, toString(sumIf(cost, is_tool = 1)) AS toolCost,
+      `SELECT toString(sumIf(cost, is_tool = 0)) AS tokenCostText, toString(sumIf(cost, is_tool = 1)) AS toolCostText,
         countIf(is_tool = 0) AS completions, countIf(is_tool = 1) AS toolEvents, countIf(error = 1) AS errors,
         ${TOKEN_SUMS('is_tool = 0')}, uniqExactIf(trace_id, trace_id != '') AS traces,
         arraySort(groupArrayIf(duration_ms, is_tool = 0 AND NOT isNaN(duration_ms))) AS lat, ${rank('lat', 50)} AS p50, ${rank('lat', 95)} AS p95
        FROM ${this.table} WHERE ${where(team, q)}`,
     )
-    const tokenCost = unitsOf(String(r.tokenCost))
-    const toolCost = unitsOf(String(r.toolCost))
+    const tokenCost = unitsOf(String(r.tokenCostText))
+    const toolCost = unitsOf(String(r.toolCostText))
     const completions = Number(r.completions)
     const toolEvents = Number(r.toolEvents)
     const records = completions + toolEvents
@@ -87,13 +87,13 @@ export class ClickHouseAnalytics implements AnalyticsReader {
 
   async agentsCost(team: string, q: AnalyticsQuery): Promise<AgentCost[]> {
     const rows = await this.rows(
-      `SELECT agent, toString(sumIf(cost, is_tool = 0)) AS tokenCost, toString(sumIf(cost, is_tool = 1)) AS toolCost,
+      `SELECT agent, toString(sumIf(cost, is_tool = 0)) AS tokenCostText, toString(sumIf(cost, is_tool = 1)) AS toolCostText,
         countIf(is_tool = 0) AS completions, countIf(is_tool = 1) AS toolEvents, ${TOKEN_SUMS('is_tool = 0')}
        FROM ${this.table} WHERE ${where(team, q)} GROUP BY agent`,
     )
     const out = rows.map((r): AgentCost => {
-      const tokenCost = unitsOf(String(r.tokenCost))
-      const toolCost = unitsOf(String(r.toolCost))
+      const tokenCost = unitsOf(String(r.tokenCostText))
+      const toolCost = unitsOf(String(r.toolCostText))
       return {
         agent: r.agent === '' ? null : String(r.agent),
         tokenCost,
@@ -110,7 +110,7 @@ export class ClickHouseAnalytics implements AnalyticsReader {
   async toolsCostOverTime(team: string, q: AnalyticsQuery, interval: Interval): Promise<ToolSeries[]> {
     const { start, count, width } = bucketsOf(q.from, q.to, interval)
     const rows = await this.rows(
-      `SELECT toolId, intDiv(time_ms - ${start}, ${width}) AS k, toString(sum(cost)) AS cost, count() AS events, countIf(error = 1) AS errors,
+      `SELECT toolId, intDiv(time_ms - ${start}, ${width}) AS k, toString(sum(cost)) AS costText, count() AS events, countIf(error = 1) AS errors,
         sumIf(duration_ms, NOT isNaN(duration_ms)) AS durations, countIf(NOT isNaN(duration_ms)) AS timed
        FROM ${this.table} WHERE ${where(team, q)} AND is_tool = 1 AND toolId != '' GROUP BY toolId, k`,
     )
@@ -123,7 +123,7 @@ export class ClickHouseAnalytics implements AnalyticsReader {
         tools.set(id, (t = { toolId: id, cost: 0n, events: 0, errors: 0, buckets }))
       }
       const b = t.buckets[Number(r.k)]
-      b.cost = unitsOf(String(r.cost))
+      b.cost = unitsOf(String(r.costText))
       b.events = Number(r.events)
       b.errors = Number(r.errors)
       b.meanDurationMs = Number(r.timed) > 0 ? Number(r.durations) / Number(r.timed) : null
@@ -151,8 +151,8 @@ export class ClickHouseAnalytics implements AnalyticsReader {
     // Nearest rank: the trace cost at each rank, by ORDER BY … LIMIT 1 OFFSET rank − 1 (18.16
     // cannot sort arrays of Decimal128).
     const ranks = [...new Set(PERCENTILES.map((p) => nearestRank(p, n) - 1))]
-    const at = await this.rows(ranks.map((k) => `SELECT ${k} AS k, toString(c) AS c FROM ${traces} ORDER BY c LIMIT 1 OFFSET ${k}`).join(' UNION ALL '))
-    const byRank = new Map(at.map((r) => [Number(r.k), unitsOf(String(r.c))]))
+    const at = await this.rows(ranks.map((k) => `SELECT ${k} AS k, toString(c) AS v FROM ${traces} ORDER BY c LIMIT 1 OFFSET ${k}`).join(' UNION ALL '))
+    const byRank = new Map(at.map((r) => [Number(r.k), unitsOf(String(r.v))]))
     const percentiles = Object.fromEntries(PERCENTILES.map((p) => [`p${p}`, byRank.get(nearestRank(p, n) - 1)!])) as TraceDistribution['percentiles']
     const bounds = histogramBounds(min, max, opts.buckets ?? 20)
     const counted = bounds.slice(0, -1).map((b, k) => `countIf(c >= ${money(b)} AND c < ${money(bounds[k + 1])})`)
@@ -163,30 +163,30 @@ export class ClickHouseAnalytics implements AnalyticsReader {
 
   async traceList(team: string, q: AnalyticsQuery, o: TraceListOptions): Promise<{ total: number; traces: TraceSummary[] }> {
     const having = o.minCost === undefined ? '' : `HAVING c >= ${money(o.minCost)}`
-    const traces = `(SELECT trace_id, sum(cost) AS c, toString(c) AS cost, toString(sumIf(cost, is_tool = 0)) AS tokenCost, toString(sumIf(cost, is_tool = 1)) AS toolCost,
-        countIf(is_tool = 0) AS completions, countIf(is_tool = 1) AS toolEvents, min(time_ms) AS start,
-        max(time_ms + if(isNaN(duration_ms), 0, duration_ms)) AS end, groupUniqArrayIf(agent, agent != '') AS agents
+    const traces = `(SELECT trace_id, sum(cost) AS c, toString(c) AS costText, toString(sumIf(cost, is_tool = 0)) AS tokenCostText, toString(sumIf(cost, is_tool = 1)) AS toolCostText,
+        countIf(is_tool = 0) AS completions, countIf(is_tool = 1) AS toolEvents, min(time_ms) AS first,
+        max(time_ms + if(isNaN(duration_ms), 0, duration_ms)) AS last, groupUniqArrayIf(agent, agent != '') AS agentList
        FROM ${this.table} WHERE ${where(team, q)} AND trace_id != '' GROUP BY trace_id ${having})`
     const dir = o.order === 'desc' ? 'DESC' : 'ASC'
     const [[n], page] = await Promise.all([
       this.rows(`SELECT count() AS n FROM ${traces}`),
       this.rows(
-        `SELECT trace_id, cost, tokenCost, toolCost, completions, toolEvents, start, end, agents FROM ${traces}
-         ORDER BY ${o.sort === 'time' ? 'start' : 'c'} ${dir}, trace_id ASC LIMIT ${o.size} OFFSET ${o.page * o.size}`,
+        `SELECT trace_id, costText, tokenCostText, toolCostText, completions, toolEvents, first, last, agentList FROM ${traces}
+         ORDER BY ${o.sort === 'time' ? 'first' : 'c'} ${dir}, trace_id ASC LIMIT ${o.size} OFFSET ${o.page * o.size}`,
       ),
     ])
     return {
       total: Number(n.n),
       traces: page.map((r) => ({
         traceId: String(r.trace_id),
-        cost: unitsOf(String(r.cost)),
-        tokenCost: unitsOf(String(r.tokenCost)),
-        toolCost: unitsOf(String(r.toolCost)),
+        cost: unitsOf(String(r.costText)),
+        tokenCost: unitsOf(String(r.tokenCostText)),
+        toolCost: unitsOf(String(r.toolCostText)),
         completions: Number(r.completions),
         toolEvents: Number(r.toolEvents),
-        start: Number(r.start),
-        end: Number(r.end),
-        agents: (r.agents as string[]).slice().sort(),
+        start: Number(r.first),
+        end: Number(r.last),
+        agents: (r.agentList as string[]).slice().sort(),
       })),
     }
   }
@@ -205,7 +205,7 @@ export class ClickHouseAnalytics implements AnalyticsReader {
   async providerStats(team: string, q: AnalyticsQuery, by: 'provider' | 'model'): Promise<ProviderStats[]> {
     const group = by === 'provider' ? 'provider' : 'provider, model'
     const rows = await this.rows(
-      `SELECT ${group}, toString(sum(cost)) AS cost, count() AS requests, countIf(error = 1) AS errors, ${TOKEN_SUMS('1')},
+      `SELECT ${group}, toString(sum(cost)) AS costText, count() AS requests, countIf(error = 1) AS errors, ${TOKEN_SUMS('1')},
         arraySort(groupArrayIf(duration_ms, NOT isNaN(duration_ms))) AS lat, ${rank('lat', 50)} AS lp50, ${rank('lat', 95)} AS lp95,
         arraySort(groupArrayIf(ttft_ms, NOT isNaN(ttft_ms))) AS ttft, ${rank('ttft', 50)} AS tp50, ${rank('ttft', 95)} AS tp95
        FROM ${this.table} WHERE ${where(team, q)} AND is_tool = 0 GROUP BY ${group}`,
@@ -216,7 +216,7 @@ export class ClickHouseAnalytics implements AnalyticsReader {
       return {
         provider: String(r.provider),
         ...(by === 'model' ? { model: String(r.model) } : {}),
-        cost: unitsOf(String(r.cost)),
+        cost: unitsOf(String(r.costText)),
         requests,
         errors,
         errorRate: errors / requests,

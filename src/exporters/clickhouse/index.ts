@@ -62,6 +62,8 @@ export class ClickHouseExporter implements ConsumingComponent {
   private tableReady = false
   /** The previous insert's outcome is unknown: check before inserting its records again. */
   private uncertain = true
+  /** When the sender first saw the current partial batch (Date.now()). */
+  private pendingSince?: number
   private readonly inserted: Counter
   private readonly errors: Counter
 
@@ -111,20 +113,22 @@ export class ClickHouseExporter implements ConsumingComponent {
       throw new ThrottledError(`the clickhouse queue is full (${queue.depth} records)`, 1000)
     }
     const now = this.host!.now()
-    const rows = batch.items.map((r) => ({ id: r.id, value: { ...encodeRow(r), queuedAt: now } }))
     let n = 0
     unitOf(batch, this.host!.store).add(() => {
+      // Rows are made here, inside the transaction: a tool event's cost is set by the pricing
+      // step before this one (tier quantities are read and written in the same transaction).
       // A record the store kept an earlier twin of (dedup) is not a new record: the lmdb
       // exporter's step, listed before this one, has said which.
       const dup = batch.ctx.duplicates
-      const kept = dup ? rows.filter((r) => !dup.has(r.id)) : rows
-      queue.putInTransaction(kept)
-      n = kept.length
+      const rows: { id: string; value: QueuedRow }[] = []
+      for (const r of batch.items) if (!dup?.has(r.id)) rows.push({ id: r.id, value: { ...encodeRow(r), queuedAt: now } })
+      queue.putInTransaction(rows)
+      n = rows.length
     })
     try {
       await batch.ctx.unit!.commit()
     } catch (err) {
-      this.settings.metrics.failed(rows.length)
+      this.settings.metrics.failed(batch.items.length)
       throw new RetryableError(`clickhouse queue write failed: ${(err as Error).message}`, err)
     }
     queue.added(n)
@@ -139,10 +143,19 @@ export class ClickHouseExporter implements ConsumingComponent {
       try {
         if (!this.tableReady) await this.createTable()
         const oldest = queue.oldest(this.config.batch_size)
-        const age = oldest.length === 0 ? 0 : this.host!.now() - oldest[0].value.queuedAt
-        if (oldest.length < this.config.batch_size && (oldest.length === 0 || age < this.config.flush_interval_ms)) {
-          await this.sleep(oldest.length === 0 ? this.config.flush_interval_ms : this.config.flush_interval_ms - age)
+        if (oldest.length === 0) {
+          this.pendingSince = undefined
+          await this.sleep(this.config.flush_interval_ms)
           continue
+        }
+        if (oldest.length < this.config.batch_size) {
+          // A partial batch waits up to flush_interval_ms (wall time: the service's clock may be a test's) for more.
+          this.pendingSince ??= Date.now()
+          const waited = Date.now() - this.pendingSince
+          if (waited < this.config.flush_interval_ms) {
+            await this.sleep(this.config.flush_interval_ms - waited)
+            continue
+          }
         }
         let send = oldest
         if (this.uncertain) {
@@ -161,6 +174,7 @@ export class ClickHouseExporter implements ConsumingComponent {
           this.inserted.inc({ exporter: this.settings.id }, send.length)
         }
         this.uncertain = false
+        this.pendingSince = undefined
         this.backoff.reset()
       } catch (err) {
         if (this.stopped) break

@@ -36,6 +36,7 @@ type Config = Static<typeof schema>
 export class AnalyticsExporter implements ConsumingComponent, Analytics {
   readonly consumers
   readonly index = new AnalyticsIndex()
+  reader?: AnalyticsReader
   private host?: Host
   private rebuild?: Rebuild
   private watch?: RepriceWatch
@@ -57,7 +58,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   async start(host: Host): Promise<void> {
     this.host = host
     const logger = this.settings.logger
-    if (this.config.backend === 'embedded') {
+    if (this.config.backend !== 'clickhouse') {
       this.rebuild = new Rebuild(host.store, this.index, logger)
       this.watch = new RepriceWatch(host.store, this.index, logger)
       this.rebuild.done.then(
@@ -67,7 +68,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
     }
     publishAnalytics(host.store, this.settings.id, this)
     analyticsGauges(this.settings.registry, this.settings.id, this)
-    const reader = this.config.backend === 'embedded' ? embeddedReader(host, this.index) : this.clickhouseReader(host)
+    const reader = (this.reader = this.config.backend === 'clickhouse' ? this.clickhouseReader(host) : embeddedReader(host, this.index))
     if (this.config.query_api) mountAnalyticsRoutes(host, this, reader, { maxBuckets: this.config.max_buckets })
   }
 

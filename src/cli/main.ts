@@ -1,9 +1,17 @@
+import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
+import { AggregatorRegistry } from 'prom-client'
 import { stringify } from 'yaml'
 import { FACTORIES } from '../components.js'
 import { resolveConfig } from '../core/config/resolve.js'
 import { factoryMap } from '../core/graph.js'
+import { componentType } from '../core/component.js'
 import { Service } from '../core/service.js'
+import { broadcast, supervise, workerCount } from '../core/cluster/supervisor.js'
+import { WorkerBus } from '../core/cluster/worker-bus.js'
+import type { MeterdConfig } from '../core/config/schema.js'
+import { createTelemetry } from '../core/telemetry.js'
+import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import { Store } from '../store/store.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import { WEBHOOK_USAGE, webhookCommand } from './webhook.js'
@@ -113,7 +121,16 @@ function help(): number {
 
 async function run(files: string[]): Promise<number> {
   const { config, plan } = configOrExit(files)
-  const service = new Service({ config, plan })
+  const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workersFor(config)
+  if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)
+  const bus = cluster.isWorker ? new WorkerBus(workers, Number(process.env.METERD_WORKER_INDEX)) : undefined
+  const telemetry = createTelemetry({ level: config.service.telemetry.logs.level, bindings: bus ? { worker: bus.index } : undefined })
+  if (bus) {
+    // prom-client answers the supervisor's metrics requests from this registry.
+    new AggregatorRegistry()
+    AggregatorRegistry.setRegistries([telemetry.registry])
+  }
+  const service = new Service({ config, plan, telemetry, cluster: bus })
   let stopping = false
   const stop = (signal: string) => {
     if (stopping) {
@@ -131,7 +148,14 @@ async function run(files: string[]): Promise<number> {
     )
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
-  process.on('SIGINT', () => stop('SIGINT'))
+  if (bus) {
+    // A worker drains when its supervisor says so (SIGTERM) or goes away; Ctrl-C reaches the
+    // whole process group, and the supervisor decides.
+    process.on('SIGINT', () => undefined)
+    process.on('disconnect', () => stop('disconnect'))
+  } else {
+    process.on('SIGINT', () => stop('SIGINT'))
+  }
   try {
     await service.start()
   } catch (err) {
@@ -139,7 +163,36 @@ async function run(files: string[]): Promise<number> {
     await service.shutdown().catch(() => undefined)
     return 1
   }
+  bus?.ready()
   return await new Promise<number>(() => undefined) // runs until a signal
+}
+
+/**
+ * How many workers: `auto` is one per core, except that a daemon with an `upstream` exporter
+ * (a sidecar: one sender per queue) runs as one process; asking for more with one is a config error.
+ */
+function workersFor(config: MeterdConfig): number {
+  const single = Object.keys(config.exporters ?? {}).filter((id) => componentType(id) === 'upstream')
+  if (single.length === 0) return workerCount(config.server.workers)
+  if (config.server.workers === 'auto' || config.server.workers === 1) return 1
+  process.stderr.write(`meterd: server.workers: ${config.server.workers} cannot run exporter ${single[0]} (upstream): its queue has one sender; set server.workers to 1 or auto\n`)
+  throw Object.assign(new Error(''), { exitCode: EX_CONFIG })
+}
+
+/** The primary of a daemon with several workers: it serves nothing itself (core/cluster/supervisor.ts). */
+async function runSupervisor(config: MeterdConfig, workers: number): Promise<number> {
+  const { logger } = createTelemetry({ level: config.service.telemetry.logs.level, bindings: { worker: 'supervisor' } })
+  const leases = new LeaseTable(workers)
+  const code = await supervise({
+    workers,
+    logger,
+    shutdownTimeoutMs: config.server.shutdown_timeout_ms,
+    answers: leases.answers(broadcast),
+    onReady: () => logger.info({ workers }, 'every worker is ready'),
+  })
+  logger.info({ code }, 'meterd stopped')
+  logger.flush?.()
+  process.exit(code)
 }
 
 async function keys(args: string[]): Promise<number> {

@@ -21,15 +21,19 @@ export class RecordQueue<T extends QueuedEntry> {
   private readonly dead: Database<DeadEntry<T>, string>
   private count: number
 
-  /** `prefix`: the exporter type (names the LMDB databases `{prefix}-queue:{name}` and `{prefix}-dead:{name}`). */
-  constructor(private readonly store: Store, prefix: string, name: string) {
+  /**
+   * `prefix`: the exporter type (names the LMDB databases `{prefix}-queue:{name}` and
+   * `{prefix}-dead:{name}`). `shared`: other processes (workers) add and remove entries too, so
+   * the depth is read from LMDB each time (O(1)) instead of counted here.
+   */
+  constructor(private readonly store: Store, prefix: string, name: string, private readonly shared = false) {
     this.entries = store.db(`${prefix}-queue:${name}`)
     this.dead = store.db(`${prefix}-dead:${name}`)
     this.count = this.entries.getCount()
   }
 
   get depth(): number {
-    return this.count
+    return this.shared ? (this.entries.getStats() as { entryCount: number }).entryCount : this.count
   }
 
   get deadLetters(): number {

@@ -79,12 +79,16 @@ export class ClickHouseExporter implements ConsumingComponent {
 
   async start(host: Host): Promise<void> {
     this.host = host
-    this.queue = new RecordQueue<QueuedRow>(host.store, 'clickhouse', this.settings.id.replace('/', '_'))
+    this.queue = new RecordQueue<QueuedRow>(host.store, 'clickhouse', this.settings.id.replace('/', '_'), host.cluster.workers > 1)
     this.client = clientOf(this.target)
     publishClickHouse(host.store, this.settings.id, { client: this.client, target: this.target })
     gaugesOf(this.settings.registry).add(this)
     this.stopped = false
     this.abort = new AbortController()
+    // With several workers every one queues what it stores (one LMDB environment), and the
+    // leader alone sends: two senders would insert the same rows side by side. It finds the
+    // others' rows when it next looks (every flush_interval_ms).
+    if (!host.cluster.leader) return
     this.loop = this.run()
     if (this.queue.depth) this.settings.logger.info({ queued: this.queue.depth }, 'clickhouse queue holds records from before the restart; inserting them')
   }
@@ -235,6 +239,8 @@ function gaugesOf(registry: Registry): Set<ClickHouseExporter> {
       help,
       labelNames: ['exporter'],
       registers: [registry],
+      // With several workers each sees the one shared queue: the same value, not parts of a sum.
+      aggregator: 'max',
       collect() {
         this.reset()
         for (const e of exporters) {

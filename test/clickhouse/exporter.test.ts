@@ -191,3 +191,36 @@ t.test('kill -9 of meterd while its insert is at ClickHouse: after restart every
   t.same([...got.tx.keys()].sort(), [...acked].sort(), 'every acknowledged record')
   await second.stop()
 })
+
+t.test('with two workers (one queue in one LMDB environment) every acknowledged record is inserted once', async (t) => {
+  const ch = await startClickHouse()
+  t.teardown(async () => {
+    await ch.stop()
+    ch.remove()
+  })
+  await unmerged(ch.url, 'workers')
+  // Slow answers: a second sender on the same queue would read rows the first is still inserting.
+  const proxy = createServer((req, res) => {
+    const out = httpRequest(new URL(req.url!, ch.url), { method: req.method, headers: req.headers }, (r) => {
+      setTimeout(() => {
+        res.writeHead(r.statusCode!, r.headers)
+        r.pipe(res)
+      }, 200)
+    })
+    req.pipe(out)
+  })
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()))
+  t.teardown(() => new Promise<void>((r) => (proxy.closeAllConnections(), proxy.close(() => r()))))
+  const dir = tempDir()
+  const cfg = writeConfig(dir, config(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, 'workers', { batch_size: 20 }))
+  const m = await spawnMeterd(t, { dataDir: join(dir, 'data'), configFiles: [DEFAULT_CONFIG_PATH, cfg], env: { METERD_WORKERS: '2' } })
+  const acked: string[] = []
+  // Several connections at once, so both workers store records.
+  await Promise.all(Array.from({ length: 4 }, () => post(t, m.url, ADMIN_KEY, 5, 20, acked)))
+  await until('the queue to drain', async () => ((await metric(m.url, 'meterd_clickhouse_queue_records')) === 0 && (await contents(ch.url, 'workers')).rows >= acked.length ? true : undefined))
+  const got = await contents(ch.url, 'workers')
+  t.equal(got.rows, acked.length, `${acked.length} rows`)
+  t.equal(got.ids, acked.length, 'each record once')
+  t.same([...got.tx.keys()].sort(), [...acked].sort(), 'every acknowledged record')
+  await m.stop()
+})

@@ -10,6 +10,8 @@ import type { UsageRecord } from '../../model/usage-record.js'
 import { Backoff, RecordQueue } from '../../store/record-queue.js'
 
 const NAME = '^[A-Za-z_][A-Za-z0-9_]*$'
+/** Record ids per look-up query (an id is about 30 bytes quoted). */
+const LOOKUP = 2000
 
 const schema = Type.Object(
   {
@@ -123,9 +125,19 @@ export class ClickHouseExporter implements ConsumingComponent {
       // step before this one (tier quantities are read and written in the same transaction).
       // A record the store kept an earlier twin of (dedup) is not a new record: the lmdb
       // exporter's step, listed before this one, has said which.
+      // Every row is made before the first put: a step must not throw once it has written.
       const dup = batch.ctx.duplicates
       const rows: { id: string; value: QueuedRow }[] = []
-      for (const r of batch.items) if (!dup?.has(r.id)) rows.push({ id: r.id, value: { ...encodeRow(r), queuedAt: now } })
+      for (const r of batch.items) {
+        if (dup?.has(r.id)) continue
+        try {
+          rows.push({ id: r.id, value: { ...encodeRow(r), queuedAt: now } })
+        } catch (err) {
+          // Not expected (a record is JSON); the record itself is stored, so answer for it and say so.
+          this.settings.metrics.failed(1)
+          this.settings.logger.error({ err, id: r.id }, 'clickhouse: a record could not be made into a row; it is not queued')
+        }
+      }
       queue.putInTransaction(rows)
       n = rows.length
     })
@@ -198,15 +210,20 @@ export class ClickHouseExporter implements ConsumingComponent {
 
   /** Which of these records the table holds already (looked up within their event dates' partitions). */
   private async present(entries: { id: string; value: QueuedRow }[]): Promise<Set<string>> {
-    if (entries.length === 0) return new Set()
-    const dates = [...new Set(entries.map((e) => e.value.date))].map(quote).join(', ')
-    const ids = entries.map((e) => quote(e.id)).join(', ')
-    const res = await this.client!.query({
-      query: `SELECT DISTINCT id FROM ${tableOf(this.target)} WHERE event_date IN (${dates}) AND id IN (${ids})`,
-      format: 'JSONEachRow',
-      abort_signal: this.abort.signal,
-    })
-    return new Set(((await res.json()) as { id: string }[]).map((r) => r.id))
+    const found = new Set<string>()
+    // In slices, so that each query stays far below ClickHouse's max_query_size (256 KiB).
+    for (let i = 0; i < entries.length; i += LOOKUP) {
+      const slice = entries.slice(i, i + LOOKUP)
+      const dates = [...new Set(slice.map((e) => e.value.date))].map(quote).join(', ')
+      const ids = slice.map((e) => quote(e.id)).join(', ')
+      const res = await this.client!.query({
+        query: `SELECT DISTINCT id FROM ${tableOf(this.target)} WHERE event_date IN (${dates}) AND id IN (${ids})`,
+        format: 'JSONEachRow',
+        abort_signal: this.abort.signal,
+      })
+      for (const r of (await res.json()) as { id: string }[]) found.add(r.id)
+    }
+    return found
   }
 
   /** Waits `ms`, or less when a full batch is queued (not during a backoff) or shutdown begins. */

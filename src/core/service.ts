@@ -55,6 +55,8 @@ export class Service implements Host {
       preallocateMb: this.cluster.leader ? storage.preallocate_mb : 0,
       onPreallocateError: (err) => this.logger.warn({ err }, 'could not write space ahead in the data file; trying again in a minute'),
     })
+    if (this.store.tightened.length)
+      this.logger.warn({ paths: this.store.tightened }, 'the data directory was readable by every user: took that access away (it holds usage records and keys)')
     this.http = new HttpServer({
       apiPrefix: this.server.api_prefix,
       maxBodyBytes: this.server.max_body_bytes,

@@ -1,6 +1,7 @@
-import { mkdirSync, statSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type Database, type RootDatabase } from 'lmdb'
+import { DATA_FILE_MODE, prepareDataDir } from './data-dir.js'
 import { aheadOfData, Preallocator } from './preallocate.js'
 import { UsageStore } from './usage-store.js'
 import { WriteUnit } from './write-unit.js'
@@ -28,9 +29,11 @@ export class Store {
   private readonly dbs = new Map<string, Database<any, any>>()
   private readonly preallocator?: Preallocator
   private closed = false
+  /** Paths of an existing data directory that were world-accessible and were tightened (src/store/data-dir.ts). */
+  readonly tightened: string[]
 
   constructor(readonly opts: StoreOptions) {
-    mkdirSync(opts.path, { recursive: true })
+    this.tightened = prepareDataDir(opts.path)
     const mapSize = (opts.maxSizeMb ?? 16384) * 1024 * 1024
     this.root = open({
       path: opts.path,
@@ -42,6 +45,8 @@ export class Store {
       // Commits are flushed after they are visible (overlappingSync, lmdb-js's default on
       // Linux); durable() waits for the flush, so nothing is acknowledged before fsync.
       overlappingSync: true,
+      // data.mdb and lock.mdb: owner-only (lmdb's default is 0664; its types omit the option).
+      ...({ permissionsMode: DATA_FILE_MODE } as {}),
     })
     this.usage = new UsageStore(this)
     if (opts.preallocateMb) {

@@ -3,6 +3,7 @@ import { forwardFactory } from './connectors/forward/index.js'
 import { genaiFactory } from './connectors/genai/index.js'
 import { routingFactory } from './connectors/routing/index.js'
 import { analyticsFactory } from './exporters/analytics/index.js'
+import { clickhouseFactory } from './exporters/clickhouse/index.js'
 import { debugFactory } from './exporters/debug/index.js'
 import { lmdbFactory } from './exporters/lmdb/index.js'
 import { upstreamFactory } from './exporters/upstream/index.js'
@@ -39,6 +40,7 @@ export const FACTORIES: readonly Factory[] = [
   webhookFactory,
   upstreamFactory,
   analyticsFactory,
+  clickhouseFactory,
   exportconfigsFactory,
   ratelimitFactory,
   toolsFactory,

@@ -8,7 +8,7 @@ import { SECTION, componentType } from '../core/component.js'
 import { broadcast, supervise, workerCount } from '../core/cluster/supervisor.js'
 import { WorkerBus } from '../core/cluster/worker-bus.js'
 import { resolveConfig, type Resolved } from '../core/config/resolve.js'
-import type { ConfigIssue, MeterdConfig } from '../core/config/schema.js'
+import type { ConfigIssue, MeterdConfig, SharedStateConfig } from '../core/config/schema.js'
 import { factoryMap, runnableIssues } from '../core/graph.js'
 import { PACKAGE_ROOT } from '../core/paths.js'
 import { Service } from '../core/service.js'
@@ -17,6 +17,7 @@ import { createTelemetry } from '../core/telemetry.js'
 import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import { Store } from '../store/store.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
+import type { SharedState } from '../ports/shared.js'
 import { CONFIG_OPTION, EX_CONFIG, EX_USAGE, ExitError, UsageError, defineCommand, parseCommandArgs, synopsis, usageOf, wantsHelp, type Command } from './command.js'
 import { WEBHOOK_COMMANDS } from './webhook.js'
 import { REPRICE_COMMAND } from './reprice.js'
@@ -284,9 +285,14 @@ async function withKeyStore<T>(files: string[], init: boolean | undefined, fn: (
     )
   }
   const store = new Store({ path, maxSizeMb: config.storage.max_size_mb })
+  const ks = new KeyStore(store)
+  // Gateway cluster: the change goes to every replica at once (docs/deployment.md).
+  const shared = config.server.shared_state.backend === 'redis' ? await openSharedState(config.server.shared_state.redis, store) : undefined
   try {
-    return await fn(new KeyStore(store))
+    if (shared) await ks.share(shared.tables)
+    return await fn(ks)
   } finally {
+    await shared?.close()
     await store.close()
   }
 }
@@ -367,3 +373,9 @@ export const COMMANDS: Command[] = [
   ...WEBHOOK_COMMANDS,
   REPRICE_COMMAND(configOrExit),
 ]
+
+async function openSharedState(redis: SharedStateConfig['redis'], store: Store): Promise<SharedState> {
+  const { openRedisSharedState } = await import('../store/redis/index.js')
+  const { logger, registry } = createTelemetry({ level: 'warn' })
+  return openRedisSharedState(redis, store, logger, registry)
+}

@@ -6,7 +6,8 @@ import type { ComponentMetrics } from './telemetry.js'
 import type { Admission } from '../transport/admission/index.js'
 import type { HttpServer } from '../transport/http/server.js'
 import type { Store } from '../store/store.js'
-import type { ServerConfig } from './config/schema.js'
+import type { ConfigIssue, MeterdConfig, ServerConfig } from './config/schema.js'
+import type { SharedState } from '../ports/shared.js'
 import type { ClusterBus } from './cluster/bus.js'
 
 export type Kind = 'receiver' | 'processor' | 'exporter' | 'connector' | 'extension'
@@ -38,6 +39,8 @@ export interface Host {
   /** Admission for every transport: the apikeys and ratelimit extensions plug in here. */
   readonly admission: Admission
   readonly server: ServerConfig
+  /** What replicas of a gateway cluster share (server.shared_state: redis); undefined when standalone. */
+  readonly shared?: SharedState
   readonly logger: Logger
   readonly registry: Registry
   /** The other workers of this daemon (LOCAL when it runs as one process): see core/cluster/bus.ts. */
@@ -63,27 +66,35 @@ export interface ConsumingComponent extends Component {
   readonly consumers: SignalConsumers
 }
 
-/** What a factory's `check` can ask about the rest of the config, and where it reports. */
-export interface CheckContext {
-  /** Reports a problem at a path relative to the component (`grpc.endpoint`; '' for the component itself). */
-  issue(path: string, message: string): void
-  /** The type of the extension with this id when it is configured and listed in service.extensions. */
-  extensionType(id: string): string | undefined
-  /** Checks a listener's `host:port` and that no other listener of the config takes the same port. */
-  listener(path: string, endpoint: string): void
-}
-
 interface FactoryBase<S extends TSchema> {
   type: string
   description: string
   /** One schema: the TypeScript type, the defaults, validation with paths and the config reference. */
   schema: S
   /**
-   * The checks `start` would otherwise find too late: files it reads, other components it needs,
-   * endpoints it listens on — everything that needs no port, store or network. `meterd validate`
-   * and `meterd run` both run it (plan()), for every component the service uses.
+   * The checks its schema cannot make and `start` would otherwise make too late: a condition's
+   * syntax, the pipelines a route names, files it reads, other components it needs, endpoints it
+   * listens on — everything that needs no port, store or network. plan() runs it for the
+   * components the service uses, on a config the schema accepted, so `meterd validate` and `meterd run` report the same, with paths. Issues are
+   * returned (full paths) or reported through `ctx.issue` (paths below the component).
    */
-  check?(config: Static<S>, ctx: CheckContext): void
+  check?(config: Static<S>, ctx: CheckContext): ConfigIssue[] | void
+}
+
+/** What a factory's `check` can ask about the rest of the config, and where it reports. */
+export interface CheckContext {
+  id: string
+  /** Config path of the component (`connectors.routing`); issues name paths below it. */
+  path: string
+  /** The signals it is used with: a processor's pipelines, a connector's exporting pipelines. */
+  signals: Signal[]
+  pipelines: MeterdConfig['service']['pipelines']
+  /** Reports a problem at a path relative to the component (`grpc.endpoint`; '' for the component itself). */
+  issue(path: string, message: string): void
+  /** The type of the extension with this id when it is configured and listed in service.extensions. */
+  extensionType(id: string): string | undefined
+  /** Checks a listener's `host:port` and that no other listener of the config takes the same port. */
+  listener(path: string, endpoint: string): void
 }
 
 export interface ReceiverFactory<S extends TSchema = TSchema> extends FactoryBase<S> {
@@ -111,7 +122,11 @@ export interface ConnectorFactory<S extends TSchema = TSchema> extends FactoryBa
   kind: 'connector'
   /** Supported [from, to] signal pairs. */
   connects: readonly (readonly [Signal, Signal])[]
-  create(settings: CreateSettings, config: Static<S>, next: SignalConsumers): ConsumingComponent
+  /**
+   * `next` feeds every pipeline that receives from the connector, per signal; `pipelines` holds
+   * each of those pipelines alone, by pipeline id, for connectors that choose (routing).
+   */
+  create(settings: CreateSettings, config: Static<S>, next: SignalConsumers, pipelines: ReadonlyMap<string, Consumer<any>>): ConsumingComponent
 }
 
 export interface ExtensionFactory<S extends TSchema = TSchema> extends FactoryBase<S> {

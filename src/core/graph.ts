@@ -66,6 +66,7 @@ export function plan(config: MeterdConfig, factories: Factories): Plan {
   })
 
   const connectorUse = new Map<string, { asExporter: Signal[]; asReceiver: Signal[] }>()
+  const processorUse = new Map<string, Signal[]>()
   for (const [pid, p] of Object.entries(config.service.pipelines)) {
     const signal = pipelineSignal(pid) as Signal
     const base = `service.pipelines.${pid}`
@@ -91,6 +92,8 @@ export function plan(config: MeterdConfig, factories: Factories): Plan {
           connectorUse.set(id, use)
         } else if ('signals' in f && !f.signals.includes(signal)) {
           issues.push({ path, message: `${kind} "${id}" does not support the ${signal} signal (it supports ${f.signals.join(', ')})` })
+        } else if (kind === 'processor') {
+          processorUse.set(id, [...(processorUse.get(id) ?? []), signal])
         }
       })
     }
@@ -112,7 +115,7 @@ export function plan(config: MeterdConfig, factories: Factories): Plan {
           issues.push({ path: `connectors.${id}`, message: `connector "${id}" cannot connect ${from} to ${to}` })
   }
 
-  runChecks(config, components, issues)
+  runChecks(config, components, issues, processorUse, connectorUse)
 
   const cycle = findCycle(config)
   if (cycle) issues.push({ path: 'service.pipelines', message: `cycle through connectors: ${cycle.join(' → ')}` })
@@ -136,8 +139,17 @@ export function runnableIssues(config: MeterdConfig): ConfigIssue[] {
   return issues
 }
 
-/** The factories' own checks (CheckContext), for the components the service uses, and every listener's endpoint. */
-function runChecks(config: MeterdConfig, components: Map<string, Planned>, issues: ConfigIssue[]): void {
+/**
+ * The factories' own checks (CheckContext) for every component the service uses whose config
+ * passed its schema, and every listener's endpoint and port.
+ */
+function runChecks(
+  config: MeterdConfig,
+  components: Map<string, Planned>,
+  issues: ConfigIssue[],
+  processorUse: Map<string, Signal[]>,
+  connectorUse: Map<string, { asExporter: Signal[]; asReceiver: Signal[] }>,
+): void {
   const used = new Set<string>(config.service.extensions.map((id) => `extension:${id}`))
   for (const p of Object.values(config.service.pipelines))
     for (const id of [...p.receivers, ...(p.processors ?? []), ...p.exporters])
@@ -159,14 +171,22 @@ function runChecks(config: MeterdConfig, components: Map<string, Planned>, issue
   const data = config.storage.path
   if (existsSync(data) && !statSync(data).isDirectory()) issues.push({ path: 'storage.path', message: `${data} is a file, not a directory` })
   for (const [key, c] of components) {
-    if (!used.has(key) || !c.valid || !c.factory.check) continue
-    const base = `${SECTION[c.kind]}.${c.id}`
-    const at = (path: string) => (path ? `${base}.${path}` : base)
-    c.factory.check(c.config, {
-      issue: (path, message) => issues.push({ path: at(path), message }),
+    // A component the service does not use is never started: nothing of it can fail.
+    if (!c.valid || !c.factory.check || !used.has(key)) continue
+    const path = `${SECTION[c.kind]}.${c.id}`
+    if (issues.some((i) => i.path === path || i.path.startsWith(`${path}.`))) continue
+    const at = (sub: string) => (sub ? `${path}.${sub}` : path)
+    const signals = c.kind === 'processor' ? processorUse.get(c.id) : c.kind === 'connector' ? connectorUse.get(c.id)?.asExporter : undefined
+    const returned = c.factory.check(c.config, {
+      id: c.id,
+      path,
+      signals: [...new Set(signals ?? [])],
+      pipelines: config.service.pipelines,
+      issue: (sub, message) => issues.push({ path: at(sub), message }),
       extensionType: (id) => (config.service.extensions.includes(id) ? components.get(`extension:${id}`)?.factory.type : undefined),
-      listener: (path, endpoint) => listener(at(path), endpoint),
+      listener: (sub, endpoint) => listener(at(sub), endpoint),
     })
+    if (returned) issues.push(...returned)
   }
 }
 
@@ -222,6 +242,10 @@ export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: 
   const entries = new Map(pipelines.map(([pid]) => [pid, new Entry()]))
   const planned = (kind: Kind, id: string): Planned => p.components.get(`${kind}:${id}`)!
 
+  // Each pipeline that lists `id` as a receiver, by pipeline id.
+  const fedPipelines = (id: string): Map<string, Consumer<any>> =>
+    new Map(pipelines.filter(([, pl]) => pl.receivers.includes(id)).map(([pid]) => [pid, entries.get(pid)!]))
+
   // Consumers feeding the pipelines that list `id` as a receiver, per signal.
   const feeds = (id: string): SignalConsumers => {
     const out: SignalConsumers = {}
@@ -245,7 +269,7 @@ export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: 
       if (p.components.has(`connector:${id}`)) {
         if (!connectors.has(id)) {
           const c = planned('connector', id)
-          if (c.factory.kind === 'connector') connectors.set(id, c.factory.create(settings('connector', id), c.config, feeds(id)))
+          if (c.factory.kind === 'connector') connectors.set(id, c.factory.create(settings('connector', id), c.config, feeds(id), fedPipelines(id)))
         }
       } else if (!exporters.has(id)) {
         const e = planned('exporter', id)

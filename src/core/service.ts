@@ -7,6 +7,7 @@ import { storeGauges } from '../store/metrics.js'
 import { Admission } from '../transport/admission/index.js'
 import { HttpServer } from '../transport/http/server.js'
 import { Store } from '../store/store.js'
+import type { SharedState } from '../ports/shared.js'
 import type { Component, Host, Kind } from './component.js'
 import type { MeterdConfig, ServerConfig } from './config/schema.js'
 import { DOC_PATH } from './errors.js'
@@ -39,6 +40,7 @@ export class Service implements Host {
   readonly http: HttpServer
   readonly admission = new Admission()
   readonly server: ServerConfig
+  shared?: SharedState
   readonly cluster: ClusterBus
   state: ServiceState = 'created'
   private graph?: Graph
@@ -104,6 +106,12 @@ export class Service implements Host {
       registry: this.registry,
     }))
     this.mountOperations()
+    const shared = this.server.shared_state
+    if (shared.backend === 'redis') {
+      // ioredis loads only in gateway mode: standalone daemons keep their idle memory.
+      const { openRedisSharedState } = await import('../store/redis/index.js')
+      this.shared = await openRedisSharedState(shared.redis, this.store, this.logger.child({ component: 'shared-state' }), this.registry)
+    }
     for (const entry of this.graph.ordered) {
       await entry.component.start(this)
       this.started.push(entry)
@@ -130,6 +138,7 @@ export class Service implements Host {
       }
     }
     this.started = []
+    await this.shared?.close()
     await this.store.close()
     this.state = 'stopped'
     this.logger.info('meterd stopped')

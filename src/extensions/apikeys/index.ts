@@ -27,6 +27,8 @@ export class ApiKeys implements Component, Authenticator {
 
   async start(host: Host): Promise<void> {
     this.keys = new KeyStore(host.store)
+    // Shared keys first: a cluster's replicas bootstrap only when none of them has a key.
+    if (host.shared) await this.keys.share(host.shared.tables)
     host.admission.setAuthenticator(this)
     host.http.route(resolveKeyRoute)
     if (this.config.bootstrap && this.keys.isEmpty()) {

@@ -48,6 +48,7 @@ export class ExportConfigurations implements Component {
   async start(host: Host): Promise<void> {
     const box = this.secretBox(host)
     this.store = new ExportConfigStore(host.store, box)
+    if (host.shared) await this.store.share(host.shared.tables)
     // Secrets from older versions (plain) or sealed under a previous key move to the current key.
     const { resealed, unreadable } = await this.store.resealAll()
     if (resealed) this.settings.logger.info({ resealed }, 'webhook signing secrets re-encrypted with the current master key')
@@ -68,6 +69,7 @@ export class ExportConfigurations implements Component {
         maxRetryAfterMs: this.config.max_retry_after_seconds * 1000,
         vendorWord: host.server.vendor_word,
         allowPrivateDestinations: this.config.allow_private_destinations,
+        claims: host.shared?.deliveries,
       },
       () => host.now(),
       this.settings.logger,

@@ -1,4 +1,5 @@
 import type { Database } from 'lmdb'
+import type { SharedTables } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import type { ConfigurationSource, ExportConfiguration } from '../../domain/webhooks/model.js'
 import { SecretBox, SecretUnreadable, rotate, statusOf, newSecret, type SealedSecret, type SigningState, type SigningStatus } from './secrets.js'
@@ -12,6 +13,7 @@ export class ExportConfigStore implements ConfigurationSource {
   private readonly configs: Database<ExportConfiguration, string>
   private readonly signing: Database<SigningState, string>
   private readonly byTeam = new Map<string, ExportConfiguration[]>()
+  private shared?: SharedTables
   /** Called after every change this process commits (the other workers then reload()). */
   onChange?: () => void
 
@@ -25,6 +27,15 @@ export class ExportConfigStore implements ConfigurationSource {
   reload(): void {
     this.byTeam.clear()
     for (const { value } of this.configs.getRange({})) this.index(value)
+  }
+
+  /** Gateway cluster: configurations (and their sealed signing secrets) are shared with the other replicas. */
+  async share(tables: SharedTables): Promise<void> {
+    this.shared = tables
+    await tables.attach([
+      { db: 'export_configurations', changed: () => this.reload() },
+      { db: 'export_configuration_signing', changed: () => undefined },
+    ])
   }
 
   private index(c: ExportConfiguration): void {
@@ -54,6 +65,7 @@ export class ExportConfigStore implements ConfigurationSource {
   async put(c: ExportConfiguration): Promise<void> {
     await this.store.durable(this.configs.put(c.id, c))
     this.index(c)
+    await this.shared?.wrote('export_configurations', [c.id])
     this.onChange?.()
   }
 
@@ -70,6 +82,8 @@ export class ExportConfigStore implements ConfigurationSource {
       }),
     )
     this.index(c)
+    await this.shared?.wrote('export_configurations', [c.id])
+    if (secret) await this.shared?.wrote('export_configuration_signing', [c.id])
     this.onChange?.()
     return secret
   }
@@ -82,6 +96,8 @@ export class ExportConfigStore implements ConfigurationSource {
       }),
     )
     this.unindex(c)
+    await this.shared?.wrote('export_configurations', [c.id])
+    await this.shared?.wrote('export_configuration_signing', [c.id])
     this.onChange?.()
   }
 
@@ -131,7 +147,10 @@ export class ExportConfigStore implements ConfigurationSource {
       }
       if (next.current !== value.current || next.previous !== value.previous) updates.push([id, next])
     }
-    if (updates.length) await this.store.durable(this.store.root.transaction(() => updates.forEach(([id, s]) => this.signing.put(id, s))))
+    if (updates.length) {
+      await this.store.durable(this.store.root.transaction(() => updates.forEach(([id, s]) => this.signing.put(id, s))))
+      await this.shared?.wrote('export_configuration_signing', updates.map(([id]) => id))
+    }
     return { resealed, unreadable: [...unreadable] }
   }
 
@@ -154,6 +173,7 @@ export class ExportConfigStore implements ConfigurationSource {
     if (state?.current && !this.readable(state.current, id)) immediate = true
     const next = rotate(state, this.box.seal(secret, id), { immediate, now })
     await this.store.durable(this.signing.put(id, next))
+    await this.shared?.wrote('export_configuration_signing', [id])
     return secret
   }
 
@@ -161,7 +181,10 @@ export class ExportConfigStore implements ConfigurationSource {
   async setSigningEnabled(id: string, enabled: boolean): Promise<boolean> {
     const s = this.signing.get(id)
     if (enabled && !s?.current) return false
-    if (s) await this.store.durable(this.signing.put(id, { ...s, enabled }))
+    if (s) {
+      await this.store.durable(this.signing.put(id, { ...s, enabled }))
+      await this.shared?.wrote('export_configuration_signing', [id])
+    }
     return true
   }
 

@@ -5,6 +5,7 @@ import { resolveConfig } from '../core/config/resolve.js'
 import { factoryMap } from '../core/graph.js'
 import { Service } from '../core/service.js'
 import { Store } from '../store/store.js'
+import { surviveCommitFailures } from '../store/commit-failures.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import { WEBHOOK_USAGE, webhookCommand } from './webhook.js'
 import { REPRICE_USAGE, repriceCommand } from './reprice.js'
@@ -114,6 +115,10 @@ function help(): number {
 async function run(files: string[]): Promise<number> {
   const { config, plan } = configOrExit(files)
   const service = new Service({ config, plan })
+  // A failed commit (a full disk) is answered 503 and retried; lmdb-js's leftovers of it must not end the process.
+  surviveCommitFailures((reason) => service.logger.debug({ err: reason }, 'a failed commit, already answered'))
+  // Past a file-size limit (ulimit -f) writes fail with EFBIG, as on a full disk, instead of the signal killing the process.
+  process.on('SIGXFSZ', () => undefined)
   let stopping = false
   const stop = (signal: string) => {
     if (stopping) {

@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { open, type Database, type RootDatabase } from 'lmdb'
 import { aheadOfData, Preallocator } from './preallocate.js'
 import { UsageStore } from './usage-store.js'
+import { WriteHealth, type WriteHealthListener } from './write-health.js'
 import { WriteUnit } from './write-unit.js'
 
 const NO_OVERWRITE = { noOverwrite: true } as any // lmdb-js's put options; its types omit noOverwrite
@@ -14,6 +15,10 @@ export interface StoreOptions {
   preallocateMb?: number
   /** Told when writing ahead fails (it pauses and tries again later; nothing else is affected). */
   onPreallocateError?: (err: unknown) => void
+  /** Told when a commit fails (a full disk) and when writes succeed again (src/store/write-health.ts). */
+  writeHealth?: WriteHealthListener
+  /** How often a small write is tried while the store cannot write (default 5 s). */
+  writeProbeMs?: number
 }
 
 /**
@@ -25,6 +30,8 @@ export interface StoreOptions {
 export class Store {
   readonly root: RootDatabase
   readonly usage: UsageStore
+  /** Whether commits succeed; the daemon's readiness and metrics read it. */
+  readonly health: WriteHealth
   private readonly dbs = new Map<string, Database<any, any>>()
   private readonly preallocator?: Preallocator
   private closed = false
@@ -44,6 +51,13 @@ export class Store {
       overlappingSync: true,
     })
     this.usage = new UsageStore(this)
+    const probes = this.db<string, number>('store-health')
+    this.health = new WriteHealth(
+      join(opts.path, 'data.mdb'),
+      () => this.durable(probes.put('probe', Date.now())),
+      opts.writeHealth ?? { failed: () => undefined, recovered: () => undefined },
+      opts.writeProbeMs,
+    )
     if (opts.preallocateMb) {
       this.preallocator = new Preallocator(this.root, opts.path, {
         bytes: opts.preallocateMb * 1024 * 1024,
@@ -103,14 +117,24 @@ export class Store {
     // Called now, while `flushed` still stands for the batch that holds `write`.
     const flushed = this.root.flushed.then(() => undefined)
     this.preallocator?.written()
-    return Promise.all([write, flushed]).then(([result]) => result)
+    return Promise.all([write, flushed]).then(
+      ([result]) => {
+        if (!this.health.writable) this.health.succeeded()
+        return result
+      },
+      (err) => {
+        throw this.health.failed(err)
+      },
+    )
   }
 
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
+    this.health.close()
     await this.preallocator?.close()
-    await this.root.flushed
+    // After a failed commit lmdb-js never settles that batch's flush: nothing more to wait for.
+    if (this.health.writable) await this.root.flushed
     await this.root.close()
   }
 }

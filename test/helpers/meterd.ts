@@ -171,9 +171,20 @@ export interface ChildMeterd {
   stop(signal?: NodeJS.Signals): Promise<number | null>
 }
 
-export async function spawnMeterd(t: Teardown, opts: { dataDir: string; configFiles?: string[]; env?: Record<string, string> }): Promise<ChildMeterd> {
+export async function spawnMeterd(
+  t: Teardown,
+  opts: {
+    dataDir: string
+    configFiles?: string[]
+    env?: Record<string, string>
+    /** A command that execs the daemon's command line given after it (`prlimit --fsize=…`): same pid. */
+    prefix?: string[]
+  },
+): Promise<ChildMeterd> {
   const port = await freePort()
-  const proc = spawn(process.execPath, [join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', ...(opts.configFiles ?? []).flatMap((f) => ['--config', f])], {
+  const argv = [process.execPath, join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', ...(opts.configFiles ?? []).flatMap((f) => ['--config', f])]
+  const [command, ...args] = [...(opts.prefix ?? []), ...argv]
+  const proc = spawn(command, args, {
     env: {
       ...process.env,
       METERD_ENDPOINT: `127.0.0.1:${port}`,

@@ -6,6 +6,7 @@ import { factoryMap } from '../core/graph.js'
 import { Service } from '../core/service.js'
 import { Store } from '../store/store.js'
 import { surviveCommitFailures } from '../store/commit-failures.js'
+import { acquireDataDirLock } from '../store/lock.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import { WEBHOOK_USAGE, webhookCommand } from './webhook.js'
 import { REPRICE_USAGE, repriceCommand } from './reprice.js'
@@ -114,6 +115,9 @@ function help(): number {
 
 async function run(files: string[]): Promise<number> {
   const { config, plan } = configOrExit(files)
+  // One daemon per data directory (taken by the process that serves it, never by workers or CLI commands).
+  const lock = acquireDataDirLock(config.storage.path)
+  process.on('exit', () => lock.release())
   const service = new Service({ config, plan })
   // A failed commit (a full disk) is answered 503 and retried; lmdb-js's leftovers of it must not end the process.
   surviveCommitFailures((reason) => service.logger.debug({ err: reason }, 'a failed commit, already answered'))

@@ -10,6 +10,7 @@ import { acquireDataDirLock } from '../store/lock.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import { WEBHOOK_USAGE, webhookCommand } from './webhook.js'
 import { REPRICE_USAGE, repriceCommand } from './reprice.js'
+import { DOCTOR_HELP, DOCTOR_USAGE, doctorCommand } from './doctor.js'
 
 /** sysexits.h EX_CONFIG: what `validate` and `run` exit with on a bad config. */
 export const EX_CONFIG = 78
@@ -28,6 +29,7 @@ commands:
   keys revoke KEY_ID
 ${WEBHOOK_USAGE}
 ${REPRICE_USAGE}
+${DOCTOR_USAGE}
 
 Without --config, the embedded config/meterd.yaml is used.`
 
@@ -100,6 +102,20 @@ async function dispatch(command: string, args: string[]): Promise<number> {
       return keys(args)
     case 'reprice':
       return repriceCommand(args, configOrExit)
+    case 'doctor': {
+      let values
+      try {
+        ;({ values } = parseArgs({ args, options: { config: { type: 'string', multiple: true, short: 'c' }, help: { type: 'boolean', short: 'h' }, 'data-dir': { type: 'string' } } }))
+      } catch (err) {
+        throw new UsageError(`${(err as Error).message}\n${DOCTOR_HELP}`)
+      }
+      if (values.help) {
+        process.stdout.write(DOCTOR_HELP + '\n')
+        return 0
+      }
+      const dir = values['data-dir'] ?? configOrExit(values.config ?? []).config.storage.path
+      return doctorCommand(dir, (line) => process.stdout.write(line + '\n'))
+    }
     case 'help':
     case '--help':
       return help()

@@ -75,7 +75,8 @@ function readPid(path: string): number | undefined {
   }
 }
 
-function isRunning(pid: number): boolean {
+/** Whether a process with this pid runs (possibly another user's). */
+export function isRunning(pid: number): boolean {
   try {
     process.kill(pid, 0)
     return true

@@ -1,6 +1,7 @@
 import { mkdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type Database, type RootDatabase } from 'lmdb'
+import { checkDataFile } from './check.js'
 import { aheadOfData, Preallocator } from './preallocate.js'
 import { UsageStore } from './usage-store.js'
 import { WriteHealth, type WriteHealthListener } from './write-health.js'
@@ -38,6 +39,8 @@ export class Store {
 
   constructor(readonly opts: StoreOptions) {
     mkdirSync(opts.path, { recursive: true })
+    // LMDB faults on a damaged file and takes an empty one for a new store: refuse both first.
+    checkDataFile(opts.path)
     const mapSize = (opts.maxSizeMb ?? 16384) * 1024 * 1024
     this.root = open({
       path: opts.path,

@@ -34,6 +34,7 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY config ./config
 COPY proto ./proto
+COPY ui ./ui
 COPY bin ./bin
 # The code stays root-owned (COPY default) and read-only to the daemon; only /data is writable.
 RUN mkdir -p /data && chown node:node /data

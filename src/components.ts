@@ -7,6 +7,7 @@ import { lmdbFactory } from './exporters/lmdb/index.js'
 import { upstreamFactory } from './exporters/upstream/index.js'
 import { webhookFactory } from './exporters/webhook/index.js'
 import { alertsFactory } from './extensions/alerts/index.js'
+import { dashboardFactory } from './extensions/dashboard/index.js'
 import { apikeysFactory } from './extensions/apikeys/index.js'
 import { exportconfigsFactory } from './extensions/exportconfigs/index.js'
 import { ratelimitFactory } from './extensions/ratelimit/index.js'
@@ -36,4 +37,5 @@ export const FACTORIES: readonly Factory[] = [
   ratelimitFactory,
   toolsFactory,
   alertsFactory,
+  dashboardFactory,
 ]

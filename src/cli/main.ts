@@ -1,12 +1,21 @@
+import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
+import { AggregatorRegistry } from 'prom-client'
 import { stringify } from 'yaml'
 import { FACTORIES } from '../components.js'
 import { resolveConfig } from '../core/config/resolve.js'
 import { factoryMap } from '../core/graph.js'
+import { componentType } from '../core/component.js'
 import { Service } from '../core/service.js'
+import { broadcast, supervise, workerCount } from '../core/cluster/supervisor.js'
+import { WorkerBus } from '../core/cluster/worker-bus.js'
+import type { MeterdConfig } from '../core/config/schema.js'
+import { createTelemetry } from '../core/telemetry.js'
+import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import { Store } from '../store/store.js'
 import { surviveCommitFailures } from '../store/commit-failures.js'
 import { acquireDataDirLock } from '../store/lock.js'
+import { checkDataFile } from '../store/check.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import { WEBHOOK_USAGE, webhookCommand } from './webhook.js'
 import { REPRICE_USAGE, repriceCommand } from './reprice.js'
@@ -131,10 +140,23 @@ function help(): number {
 
 async function run(files: string[]): Promise<number> {
   const { config, plan } = configOrExit(files)
-  // One daemon per data directory (taken by the process that serves it, never by workers or CLI commands).
-  const lock = acquireDataDirLock(config.storage.path)
-  process.on('exit', () => lock.release())
-  const service = new Service({ config, plan })
+  const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workersFor(config)
+  if (cluster.isPrimary) {
+    // One daemon per data directory: its primary takes the lock (never a worker, never a CLI command).
+    const lock = acquireDataDirLock(config.storage.path)
+    process.on('exit', () => lock.release())
+    // A damaged data file is refused here, once, rather than by every worker as it starts.
+    checkDataFile(config.storage.path)
+  }
+  if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)
+  const bus = cluster.isWorker ? new WorkerBus(workers, Number(process.env.METERD_WORKER_INDEX)) : undefined
+  const telemetry = createTelemetry({ level: config.service.telemetry.logs.level, bindings: bus ? { worker: bus.index } : undefined })
+  if (bus) {
+    // prom-client answers the supervisor's metrics requests from this registry.
+    new AggregatorRegistry()
+    AggregatorRegistry.setRegistries([telemetry.registry])
+  }
+  const service = new Service({ config, plan, telemetry, cluster: bus })
   // A failed commit (a full disk) is answered 503 and retried; lmdb-js's leftovers of it must not end the process.
   surviveCommitFailures((reason) => service.logger.debug({ err: reason }, 'a failed commit, already answered'))
   // Past a file-size limit (ulimit -f) writes fail with EFBIG, as on a full disk, instead of the signal killing the process.
@@ -156,7 +178,14 @@ async function run(files: string[]): Promise<number> {
     )
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
-  process.on('SIGINT', () => stop('SIGINT'))
+  if (bus) {
+    // A worker drains when its supervisor says so (SIGTERM) or goes away; Ctrl-C reaches the
+    // whole process group, and the supervisor decides.
+    process.on('SIGINT', () => undefined)
+    process.on('disconnect', () => stop('disconnect'))
+  } else {
+    process.on('SIGINT', () => stop('SIGINT'))
+  }
   try {
     await service.start()
   } catch (err) {
@@ -164,7 +193,36 @@ async function run(files: string[]): Promise<number> {
     await service.shutdown().catch(() => undefined)
     return 1
   }
+  bus?.ready()
   return await new Promise<number>(() => undefined) // runs until a signal
+}
+
+/**
+ * How many workers: `auto` is one per core, except that a daemon with an `upstream` exporter
+ * (a sidecar: one sender per queue) runs as one process; asking for more with one is a config error.
+ */
+function workersFor(config: MeterdConfig): number {
+  const single = Object.keys(config.exporters ?? {}).filter((id) => componentType(id) === 'upstream')
+  if (single.length === 0) return workerCount(config.server.workers)
+  if (config.server.workers === 'auto' || config.server.workers === 1) return 1
+  process.stderr.write(`meterd: server.workers: ${config.server.workers} cannot run exporter ${single[0]} (upstream): its queue has one sender; set server.workers to 1 or auto\n`)
+  throw Object.assign(new Error(''), { exitCode: EX_CONFIG })
+}
+
+/** The primary of a daemon with several workers: it serves nothing itself (core/cluster/supervisor.ts). */
+async function runSupervisor(config: MeterdConfig, workers: number): Promise<number> {
+  const { logger } = createTelemetry({ level: config.service.telemetry.logs.level, bindings: { worker: 'supervisor' } })
+  const leases = new LeaseTable(workers)
+  const code = await supervise({
+    workers,
+    logger,
+    shutdownTimeoutMs: config.server.shutdown_timeout_ms,
+    answers: leases.answers(broadcast),
+    onReady: () => logger.info({ workers }, 'every worker is ready'),
+  })
+  logger.info({ code }, 'meterd stopped')
+  logger.flush?.()
+  process.exit(code)
 }
 
 async function keys(args: string[]): Promise<number> {

@@ -7,6 +7,7 @@ import type { Admission } from '../transport/admission/index.js'
 import type { HttpServer } from '../transport/http/server.js'
 import type { Store } from '../store/store.js'
 import type { ServerConfig } from './config/schema.js'
+import type { ClusterBus } from './cluster/bus.js'
 
 export type Kind = 'receiver' | 'processor' | 'exporter' | 'connector' | 'extension'
 export const KINDS: readonly Kind[] = ['receiver', 'processor', 'exporter', 'connector', 'extension']
@@ -39,6 +40,8 @@ export interface Host {
   readonly server: ServerConfig
   readonly logger: Logger
   readonly registry: Registry
+  /** The other workers of this daemon (LOCAL when it runs as one process): see core/cluster/bus.ts. */
+  readonly cluster: ClusterBus
   /** Injectable clock (ms since epoch), so tests can move time instead of sleeping. */
   now(): number
   getExtension<T = unknown>(id: string): T | undefined

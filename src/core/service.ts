@@ -8,6 +8,7 @@ import { Store } from '../store/store.js'
 import type { Component, Host, Kind } from './component.js'
 import type { MeterdConfig, ServerConfig } from './config/schema.js'
 import { build, type Factories, type Graph, type Plan } from './graph.js'
+import { LOCAL, type ClusterBus } from './cluster/bus.js'
 import { componentMetrics, createTelemetry, type Telemetry } from './telemetry.js'
 
 export type ServiceState = 'created' | 'starting' | 'ready' | 'draining' | 'stopped'
@@ -18,6 +19,8 @@ export interface ServiceOptions {
   telemetry?: Telemetry
   /** Injectable clock for tests (ms since epoch). */
   now?: () => number
+  /** The bus to the other workers when this process is one of several (default: LOCAL). */
+  cluster?: ClusterBus
 }
 
 /**
@@ -31,6 +34,7 @@ export class Service implements Host {
   readonly http: HttpServer
   readonly admission = new Admission()
   readonly server: ServerConfig
+  readonly cluster: ClusterBus
   state: ServiceState = 'created'
   private graph?: Graph
   private started: { key: string; component: Component }[] = []
@@ -42,11 +46,13 @@ export class Service implements Host {
     this.registry = t.registry
     this.server = opts.config.server
     this.clock = opts.now ?? Date.now
+    this.cluster = opts.cluster ?? LOCAL
     const storage = opts.config.storage
     this.store = new Store({
       path: storage.path,
       maxSizeMb: storage.max_size_mb,
-      preallocateMb: storage.preallocate_mb,
+      // One process writes space ahead: the leader when several workers share the file.
+      preallocateMb: this.cluster.leader ? storage.preallocate_mb : 0,
       onPreallocateError: (err) => this.logger.warn({ err }, 'could not write space ahead in the data file; trying again in a minute'),
       writeHealth: {
         failed: (reason, becameUnwritable) => {
@@ -63,6 +69,7 @@ export class Service implements Host {
       name: 'meterd_store_writable',
       help: '1 while the store commits writes, 0 after a failed commit until a write succeeds again',
       registers: [this.registry],
+      aggregator: 'min', // several workers: 0 when any of them cannot write
       collect() {
         this.set(store.health.writable ? 1 : 0)
       },
@@ -139,6 +146,7 @@ export class Service implements Host {
       name: 'meterd_up',
       help: '1 while the daemon is ready',
       registers: [this.registry],
+      aggregator: 'min', // with several workers: 1 when every one is up
       collect: () => undefined,
     }).set(1)
     this.http.route({ method: 'GET', path: '/healthz', bucket: null, scope: null, handler: () => ({ status: 200, body: { status: 'ok' } }) })
@@ -166,7 +174,12 @@ export class Service implements Host {
       path: '/metrics',
       bucket: null,
       scope: null,
-      handler: async () => ({ status: 200, text: await this.registry.metrics(), contentType: this.registry.contentType }),
+      // With several workers, the supervisor sums every worker's registry (prom-client's AggregatorRegistry).
+      handler: async () => ({
+        status: 200,
+        text: this.cluster.workers > 1 ? await this.cluster.request<string>('metrics', null, 5000) : await this.registry.metrics(),
+        contentType: this.registry.contentType,
+      }),
     })
   }
 }

@@ -7,9 +7,9 @@ export interface Telemetry {
   registry: Registry
 }
 
-export function createTelemetry(opts: { level?: string; destination?: NodeJS.WritableStream } = {}): Telemetry {
+export function createTelemetry(opts: { level?: string; destination?: NodeJS.WritableStream; bindings?: Record<string, unknown> } = {}): Telemetry {
   const logger = pino(
-    { level: opts.level ?? process.env.METERD_LOG_LEVEL ?? 'info', base: { service: 'meterd' } },
+    { level: opts.level ?? process.env.METERD_LOG_LEVEL ?? 'info', base: { service: 'meterd', ...opts.bindings } },
     opts.destination ?? pino.destination({ dest: 2, sync: false }),
   )
   const registry = new Registry()

@@ -1,7 +1,7 @@
 import type { Database } from 'lmdb'
-import type { StoredResponse } from '../core/consumer.js'
+import type { BatchContext, StoredResponse } from '../core/consumer.js'
 import { USAGE_KINDS, type UsageKind, type UsageRecord } from '../model/usage-record.js'
-import type { DedupStore } from '../ports/dedup.js'
+import { ReplayTaken, type DedupStore } from '../ports/dedup.js'
 import type { Store } from './store.js'
 import { migrateToTeamLayout } from './usage-layout.js'
 
@@ -100,6 +100,13 @@ export class UsageStore implements DedupStore {
   findReplay(team: string, key: string, ttlMs: number, now: number): IdempotencyEntry | undefined {
     const e = this.replay.get([team, key])
     return e && now - e.at < ttlMs ? e : undefined
+  }
+
+  guardReplay(ctx: BatchContext, team: string, key: string, ttlMs: number, now: number): void {
+    // The unit's first step, so nothing of the request is put when it throws.
+    ;(ctx.unit ??= this.store.unit()).add(() => {
+      if (this.findReplay(team, key, ttlMs, now)) throw new ReplayTaken()
+    })
   }
 
   /**

@@ -5,6 +5,7 @@ import pino from 'pino'
 import { Registry } from 'prom-client'
 import t from 'tap'
 import type { Host } from '../../src/core/component.js'
+import { LOCAL } from '../../src/core/cluster/bus.js'
 import { componentMetrics } from '../../src/core/telemetry.js'
 import { totals } from '../../src/domain/analytics/index.js'
 import { AnalyticsExporter } from '../../src/exporters/analytics/index.js'
@@ -50,7 +51,7 @@ t.test('records arriving while the stored ones are read back are each counted on
     { id: 'analytics', logger: pino({ level: 'silent' }), metrics: componentMetrics(new Registry(), 'exporter', 'analytics'), registry: new Registry() },
     { query_api: false, max_buckets: 2000, reprice_poll_ms: 1000 },
   )
-  await exporter.start({ store, now: () => Date.now() } as unknown as Host)
+  await exporter.start({ store, cluster: LOCAL, now: () => Date.now() } as unknown as Host)
   t.teardown(() => exporter.shutdown())
   t.notOk(exporter.ready, 'still reading')
 

@@ -129,6 +129,7 @@ export async function spawnMeterd({ config = {}, env = {}, logLevel = 'warn', no
         METERD_DATA_DIR: dataDir,
         METERD_BOOTSTRAP_API_KEY: BENCH_KEY,
         METERD_LOG_LEVEL: logLevel,
+        METERD_WORKERS: '1',
         ...env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -95,7 +95,7 @@ if (best.redis) {
   const config = Value.Default(RateLimitSchema, { limits: { metering: HIGH } })
   const rl = new RateLimiter({ id: 'ratelimit', logger: pino({ level: 'silent' }), registry: new Registry(), metrics: {} }, config)
   let now = Date.now()
-  await rl.start({ now: () => now, admission: { addHook() {} } })
+  await rl.start({ now: () => now, cluster: { workers: 1 }, admission: { addHook() {} } })
   const principal = { account: 'bench', scopes: ['metering:write'] }
   const N = 1_000_000
   const ctx = () => ({ bucket: 'metering', principal, responseHeaders: {} })

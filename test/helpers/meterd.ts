@@ -3,7 +3,7 @@
  * a fresh LMDB directory, plus key creation and small HTTP helpers.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
@@ -171,21 +171,34 @@ export interface ChildMeterd {
   stop(signal?: NodeJS.Signals): Promise<number | null>
 }
 
+/**
+ * Tests run one process per daemon unless they ask for workers (env METERD_WORKERS): the
+ * embedded default reads the variable, and a test's own config files get this override after them.
+ */
+function workersOverride(): string {
+  const file = join(tmpdir(), `meterd-test-workers-${process.pid}.yaml`)
+  if (!existsSync(file)) writeFileSync(file, 'server:\n  workers: ${env:METERD_WORKERS:-1}\n')
+  return file
+}
+
 export async function spawnMeterd(
   t: Teardown,
   opts: {
     dataDir: string
     configFiles?: string[]
     env?: Record<string, string>
+    readyTimeoutMs?: number
     /** A command that execs the daemon's command line given after it (`prlimit --fsize=…`): same pid. */
     prefix?: string[]
   },
 ): Promise<ChildMeterd> {
   const port = await freePort()
-  const argv = [process.execPath, join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', ...(opts.configFiles ?? []).flatMap((f) => ['--config', f])]
+  const files = opts.configFiles?.length ? [...opts.configFiles, workersOverride()] : []
+  const argv = [process.execPath, join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', ...files.flatMap((f) => ['--config', f])]
   const [command, ...args] = [...(opts.prefix ?? []), ...argv]
   const proc = spawn(command, args, {
     env: {
+      METERD_WORKERS: '1',
       ...process.env,
       METERD_ENDPOINT: `127.0.0.1:${port}`,
       METERD_OTLP_GRPC_ENDPOINT: '127.0.0.1:0',
@@ -202,7 +215,7 @@ export async function spawnMeterd(
   proc.stderr!.on('data', (d) => stdout.push(String(d)))
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code, sig) => resolve(code ?? (sig ? -1 : null))))
   const url = `http://127.0.0.1:${port}`
-  const until = Date.now() + 15_000
+  const until = Date.now() + (opts.readyTimeoutMs ?? 15_000)
   for (;;) {
     if (proc.exitCode !== null) throw new Error('meterd exited early:\n' + stdout.join(''))
     try {

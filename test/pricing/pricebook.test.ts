@@ -121,6 +121,58 @@ t.test('model matching: aliases, dated suffixes, host prefixes, case', async (t)
   t.equal(batch.total, '0.0028644', 'batch requests at half price')
 })
 
+t.test('dated ids: a month-year date is stripped before -preview, so preview models keep their own price', async (t) => {
+  const book = PriceBook.load(join(PACKAGE_ROOT, 'config/prices.yaml'))
+  const v = (p: string, model: string) => book.find(p, model)?.price.version.replace(/^pricebook:[^:]+:/, '')
+  // The real id Google's API reports for the computer-use model: it used to find no price at all.
+  t.equal(v('Google', 'gemini-2.5-computer-use-preview-10-2025'), 'google/gemini-2.5-computer-use-preview@2025-10-07')
+  t.equal(v('vertex_ai', 'models/gemini-2.5-computer-use-preview-10-2025'), 'google/gemini-2.5-computer-use-preview@2025-10-07', 'with a host prefix')
+  const cu = priceCompletion(book, { provider: 'Google', model: 'gemini-2.5-computer-use-preview-10-2025', inputTokenCount: 10000, outputTokenCount: 1000 } as any)
+  t.match(cu, { source: 'pricebook', total: '0.0225' }, '10k input at 1.25 + 1k output at 10 per million')
+  // Neighbours that must keep matching as before.
+  t.equal(v('Google', 'gemini-2.5-flash-preview-05-20'), 'google/gemini-2.5-flash@2025-06-17', 'a -preview-MM-DD suffix still goes with the word preview')
+  t.equal(v('Google', 'gemini-2.5-flash-preview-09-2025'), 'google/gemini-2.5-flash@2025-06-17', 'month-year, then -preview')
+  t.equal(v('Google', 'gemini-2.5-flash-lite-preview-06-17'), 'google/gemini-2.5-flash-lite@2025-07-22')
+  t.equal(v('Google', 'gemini-3-pro-preview'), 'google/gemini-3-pro-preview@2025-11-18', 'a preview model listed by its own name')
+  t.equal(v('Google', 'gemini-2.0-flash-exp'), 'google/gemini-2.0-flash@2025-02-05')
+  t.equal(v('OpenAI', 'gpt-4o-realtime-preview-2024-12-17'), 'openai/gpt-4o-realtime-preview@2024-12-17', 'ISO date before -preview')
+  t.equal(v('OpenAI', 'gpt-4o-mini-search-preview-2025-03-11'), 'openai/gpt-4o-mini-search-preview@2025-03-11')
+  t.equal(v('OpenAI', 'o3-2025-04-16'), 'openai/o3@2025-06-10')
+  t.equal(v('Anthropic', 'claude-sonnet-4-5-20250929'), 'anthropic/claude-sonnet-4-5@2025-09-29')
+  t.equal(v('Anthropic', 'claude-3-5-sonnet@20241022'), 'anthropic/claude-3-5-sonnet@2024-10-22')
+  t.equal(v('Cohere', 'command-a-03-2025'), 'cohere/command-a-03-2025@2025-03-13', 'a month-year that is part of the listed name still matches exactly')
+  t.equal(v('Cohere', 'command-r7b-12-2024'), 'cohere/command-r7b-12-2024@2024-12-13')
+})
+
+t.test('prices corrected against the providers\' pages (issue 15): cache, reasoning and embedding rates', async (t) => {
+  const book = PriceBook.load(join(PACKAGE_ROOT, 'config/prices.yaml'))
+  const cost = (body: Record<string, unknown>) => priceCompletion(book, body as any)
+  // Groq gpt-oss-120b: $0.15 in, $0.075 cached (half, console.groq.com/docs/prompt-caching), $0.60 out.
+  t.match(
+    cost({ provider: 'Groq', model: 'openai/gpt-oss-120b', inputTokenCount: 10000, outputTokenCount: 1000, cacheReadTokenCount: 4000 }),
+    { total: '0.0018', parts: { inputTokenCost: '0.0009', cacheReadTokenCost: '0.0003', outputTokenCost: '0.0006' } },
+    'gpt-oss-120b: 6,000 uncached + 4,000 cached input, 1,000 output',
+  )
+  t.match(
+    cost({ provider: 'groq', model: 'openai/gpt-oss-20b', inputTokenCount: 10000, outputTokenCount: 1000, cacheReadTokenCount: 4000 }),
+    { total: '0.0009', parts: { inputTokenCost: '0.00045', cacheReadTokenCost: '0.00015', outputTokenCost: '0.0003' } },
+  )
+  t.match(
+    cost({ provider: 'Groq', model: 'moonshotai/kimi-k2-instruct-0905', inputTokenCount: 10000, outputTokenCount: 1000, cacheReadTokenCount: 4000 }),
+    { total: '0.011', parts: { inputTokenCost: '0.006', cacheReadTokenCost: '0.002', outputTokenCost: '0.003' } },
+    'Kimi K2 cache hits at half the input rate',
+  )
+  // Perplexity bills Deep Research's reasoning tokens at $3, not at the $8 output rate.
+  t.match(
+    cost({ provider: 'perplexity', model: 'sonar-deep-research', inputTokenCount: 1000, outputTokenCount: 5000, reasoningTokenCount: 3000 }),
+    { total: '0.027', parts: { inputTokenCost: '0.002', outputTokenCost: '0.016', reasoningTokenCost: '0.009' } },
+  )
+  // Titan Text Embeddings V1 costs five times V2; both ids used to find the V2 price.
+  t.match(cost({ provider: 'Amazon Bedrock', model: 'amazon.titan-embed-text-v1', inputTokenCount: 1_000_000, outputTokenCount: 0 }), { total: '0.1' })
+  t.match(cost({ provider: 'Amazon Bedrock', model: 'amazon.titan-embed-text-v2:0', inputTokenCount: 1_000_000, outputTokenCount: 0 }), { total: '0.02' })
+  t.match(book.find('groq', 'gpt-oss-120b')?.price, { source: /console\.groq\.com\/docs\/prompt-caching/ }, 'the entry carries where its price was read')
+})
+
 t.test('an operator override wins; a price change after ingest leaves stored costs unchanged', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'meterd-prices-'))
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))

@@ -18,6 +18,11 @@ export const ServerSchema = Type.Object(
     max_body_bytes: Type.Integer({ default: 1048576, minimum: 1024, description: 'Request body limit, after decompression (413 above it)' }),
     max_json_depth: Type.Integer({ default: 32, minimum: 4, maximum: 256, description: 'Deepest nesting accepted in a JSON body' }),
     shutdown_timeout_ms: Type.Integer({ default: 10000, minimum: 0, description: 'How long SIGTERM waits for in-flight requests and exporters to drain' }),
+    workers: Type.Union([Type.Literal('auto'), Type.Integer({ minimum: 1, maximum: 64 })], {
+      default: 'auto',
+      description:
+        'Processes serving the same listeners over the one data directory: auto = one per core; 1 = a single process. Limits, dedup, tiers and the webhook queue stay exact across them (docs/deployment.md)',
+    }),
   },
   { additionalProperties: false, default: {} },
 )

@@ -24,11 +24,19 @@ export class AlertStore {
   private readonly states: Database<AlertState, string>
   private readonly events: Database<AlertEvent, EventKey>
   private readonly byId = new Map<string, AlertRule>()
+  /** Called after every rule change this process commits (the other workers then reload()). */
+  onChange?: () => void
 
   constructor(private readonly store: Store) {
     this.rules = store.db('alert-rules')
     this.states = store.db('alert-state')
     this.events = store.db('alert-events')
+    this.reload()
+  }
+
+  /** Re-reads every rule from LMDB: another process changed one. */
+  reload(): void {
+    this.byId.clear()
     for (const { value } of this.rules.getRange({})) this.byId.set(value.id, value)
   }
 
@@ -65,6 +73,7 @@ export class AlertStore {
   async put(rule: AlertRule): Promise<void> {
     await this.store.durable(this.rules.put(rule.id, rule))
     this.byId.set(rule.id, rule)
+    this.onChange?.()
   }
 
   /** Removes a rule with its state and history. */
@@ -77,6 +86,7 @@ export class AlertStore {
       }),
     )
     this.byId.delete(rule.id)
+    this.onChange?.()
   }
 
   /** Inside a write transaction: the rule's new state, and the history entry of the event that changed it. */

@@ -26,7 +26,7 @@ const mismatch = (): ApiError =>
  * `idempotency_key_in_progress` with Retry-After: 1.
  */
 export class IdempotencyKeys {
-  constructor(private readonly store: DedupStore, private readonly inFlight: InFlight, private readonly ttlMs: number) {}
+  constructor(private readonly store: DedupStore, private readonly inFlight: InFlight, readonly ttlMs: number) {}
 
   /**
    * The stored answer to replay, or undefined when the request is new: then the key is held as

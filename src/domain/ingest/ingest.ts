@@ -5,7 +5,7 @@ import type { ComponentMetrics } from '../../core/telemetry.js'
 import { idTooLong, MAX_ID_LENGTH } from '../../model/identifiers.js'
 import { withoutOwnIdentity } from '../../model/identity.js'
 import { EMPTY_ATTRIBUTION, type Caller, type UsageKind, type UsageRecord } from '../../model/usage-record.js'
-import type { DedupStore } from '../../ports/dedup.js'
+import { ReplayTaken, type DedupStore } from '../../ports/dedup.js'
 import { IdempotencyKeys, type IdempotencyKey } from './idempotency.js'
 import { inFlightFor, type InFlight } from './in-flight.js'
 
@@ -79,6 +79,12 @@ export class Ingest {
     if (replayed) return { replayed }
     try {
       return await this.store_(caller, items, now, idem)
+    } catch (err) {
+      if (!(err instanceof ReplayTaken)) throw err
+      // Another worker stored an answer for this key while this request was on its way: that
+      // answer stands (or the 409, when its body was another).
+      this.keys.end(caller.team, idem)
+      return { replayed: this.keys.begin(caller.team, idem, now)! }
     } finally {
       this.keys.end(caller.team, idem)
     }
@@ -143,6 +149,7 @@ export class Ingest {
             bodyHash: idem.bodyHash,
             response: (kept) => idem.render(kept.size === 0 ? ids : ids.map((id) => kept.get(id) ?? id), created),
           }
+          this.store.guardReplay(batch.ctx, caller.team, idem.key, this.keys.ttlMs, now)
         }
         try {
           await this.next.consume(batch)
@@ -150,6 +157,12 @@ export class Ingest {
           await batch.ctx.unit?.commit()
           this.settings.metrics.accepted(records.length)
         } catch (err) {
+          // The guard's refusal reaches the pipeline as its own failure; the unit says what it was.
+          const taken = batch.ctx.idempotency && (await batch.ctx.unit?.commit().then(() => false, (e) => e instanceof ReplayTaken))
+          if (taken) {
+            for (const o of owned) o.reject(err)
+            throw new ReplayTaken()
+          }
           if (toApiError(err).status < 500) this.settings.metrics.refused(records.length)
           else this.settings.metrics.failed(records.length)
           for (const o of owned) o.reject(err)

@@ -20,6 +20,8 @@ export interface ModelPrice extends Rates {
   effective: string
   /** Above `threshold` prompt tokens, every token of the request is priced at these rates. */
   longContext?: { threshold: number } & Partial<Rates>
+  /** Where the price was read and when (page address and date checked), as the book's entry says. */
+  source?: string
   /** `pricebook` (config/prices.yaml) or `config` (an operator's override). */
   origin: 'pricebook' | 'config'
   /** Stored on every record priced with it: a later price change never rewrites history. */
@@ -47,6 +49,8 @@ export interface ModelEntryYaml {
   cache_write_1h?: number | string
   reasoning?: number | string
   aliases?: string[]
+  /** Where the price was read and when (page address and date checked); kept with the entry, never used to price. */
+  source?: string
   long_context?: { threshold: number; input?: number | string; output?: number | string; cache_read?: number | string; cache_write_5m?: number | string; cache_write_1h?: number | string }
 }
 
@@ -83,8 +87,12 @@ function rates(e: Partial<ModelEntryYaml>): Partial<Rates> {
 const REGION = /^(us|eu|apac|global|us-gov|jp|au|ca)\./
 const VENDOR = /^(anthropic|meta|mistral|cohere|amazon|deepseek|ai21|openai|writer|qwen|xai|google)\./
 // Dated or versioned suffixes, stripped one at a time: gpt-4o-2024-08-06, claude-…-20250514,
-// claude-…@20240620, gemini-1.5-pro-002, mistral-large-2411, …-v1:0, -latest, -preview-05-20.
-const SUFFIXES = [/:\d+$/, /-v\d+$/, /@[\w.-]+$/, /-\d{4}-\d{2}-\d{2}$/, /-\d{8}$/, /-latest$/, /-preview(-[\d-]+)?$/, /-exp(-[\d-]+)?$/, /-\d{2}-\d{4}$/, /-\d{3,4}$/]
+// claude-…@20240620, gemini-1.5-pro-002, mistral-large-2411, …-v1:0, -latest, -preview-05-20,
+// -10-2025.
+// The first rule that matches is applied, so a month-year date (-10-2025) goes before -preview…,
+// whose optional digits would otherwise take the date and the word `preview` with it
+// (gemini-2.5-computer-use-preview-10-2025 → gemini-2.5-computer-use-preview, not …-computer-use).
+const SUFFIXES = [/:\d+$/, /-v\d+$/, /@[\w.-]+$/, /-\d{4}-\d{2}-\d{2}$/, /-\d{8}$/, /-\d{2}-\d{4}$/, /-latest$/, /-preview(-[\d-]+)?$/, /-exp(-[\d-]+)?$/, /-\d{3,4}$/]
 
 /** Names to try for a model, most specific first. */
 export function modelCandidates(model: string): string[] {
@@ -178,6 +186,7 @@ export class PriceBook {
       cacheWrite5m: r.cacheWrite5m,
       cacheWrite1h: r.cacheWrite1h,
       reasoning: r.reasoning,
+      source: typeof e.source === 'string' ? e.source : undefined,
       longContext: lc ? { threshold: Number(lc.threshold), ...rates(lc as Partial<ModelEntryYaml>) } : undefined,
       origin,
       version: origin === 'pricebook' ? `pricebook:${this.version}:${provider}/${name}@${e.effective}` : `config:${provider}/${name}@${e.effective}`,

@@ -18,7 +18,8 @@ const ANY_TEAM = '*'
  * (`tools`: [team, id] → Tool; `tool-ids`: [team, toolId] → id for live tools, which makes
  * toolId unique per team). Tools declared in the YAML config are read-only through the API
  * except by PUT, which stores an overlay in LMDB: the result shows `configSource: MERGED`.
- * Nothing is cached: a change by one process is seen by the next lookup of every other.
+ * Lookups by toolId are cached per process; a write clears the cache here and, through
+ * onChange, in every other worker (forget()).
  */
 export class ToolRegistry {
   private readonly tools: Database<Tool, Key>
@@ -28,6 +29,8 @@ export class ToolRegistry {
   /** team → toolId → the live tool (null: none). Only this process's API writes the registry; each write clears it. */
   private readonly live = new Map<string, Map<string, Tool | null>>()
   private liveCount = 0
+  /** Called after every change this process commits. */
+  onChange?: () => void
 
   constructor(private readonly store: Store, declared: DeclaredTool[] = [], private readonly startedAt = new Date(0).toISOString()) {
     this.tools = store.db<Key, Tool>('tools')
@@ -56,9 +59,15 @@ export class ToolRegistry {
     try {
       return await this.store.durable(write)
     } finally {
-      this.live.clear()
-      this.liveCount = 0
+      this.forget()
+      this.onChange?.()
     }
+  }
+
+  /** Drops the lookup cache: the next event reads the registry from LMDB. */
+  forget(): void {
+    this.live.clear()
+    this.liveCount = 0
   }
 
   /** The live tool a team's events with this toolId are priced by (cached: every event asks). */

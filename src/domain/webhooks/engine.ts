@@ -59,6 +59,8 @@ export class DeliveryEngine {
   private timer?: NodeJS.Timeout
   private kickScheduled = false
   private stopped = false
+  /** Set in a worker that is not the leader: deliveries are the leader's, kick() asks it for a pass. */
+  private remoteKick?: () => void
   /** Aborts attempts in flight at shutdown; their due entries stay, so they run again after restart. */
   private abort = new AbortController()
   /** Destinations that are not export configurations (the Slack targets of alert rules), by id prefix. */
@@ -121,7 +123,17 @@ export class DeliveryEngine {
     return this.configs
   }
 
+  /**
+   * Makes this engine a follower (a worker that is not the leader): it queues deliveries in the
+   * shared store and asks the leader, through `kick`, to deliver them; it never delivers itself,
+   * so every delivery is sent by one process, once.
+   */
+  follow(kick: () => void): void {
+    this.remoteKick = kick
+  }
+
   start(): void {
+    if (this.remoteKick) return
     this.stopped = false
     this.abort = new AbortController()
     this.timer = setInterval(() => this.kick(), this.opts.pollIntervalMs)
@@ -191,6 +203,7 @@ export class DeliveryEngine {
 
   /** Once a plan is on disk: flush the batches it filled, and start delivering. */
   private async afterCommit(plan: EnqueuePlan): Promise<void> {
+    if (this.remoteKick) return this.kick()
     if (plan.batching.size) {
       const waiting = this.queue.batches()
       for (const c of plan.batching.values()) {
@@ -219,6 +232,7 @@ export class DeliveryEngine {
     this.kickScheduled = true
     setImmediate(() => {
       this.kickScheduled = false
+      if (this.remoteKick) return this.remoteKick()
       if (!this.stopped) this.tick().catch((err) => this.logger.error({ err }, 'webhook delivery pass failed'))
     })
   }

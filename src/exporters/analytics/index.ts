@@ -30,6 +30,9 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   private host?: Host
   private rebuild?: Rebuild
   private watch?: RepriceWatch
+  /** Ids this worker stored since the last announcement to the other workers. */
+  private outbox: string[] = []
+  private flushTimer?: NodeJS.Timeout
 
   constructor(private readonly settings: CreateSettings, private readonly config: Config) {
     this.consumers = { usage: { consume: (b: Batch<UsageRecord>) => this.consume(b) } }
@@ -46,7 +49,10 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   async start(host: Host): Promise<void> {
     this.host = host
     const logger = this.settings.logger
-    this.rebuild = new Rebuild(host.store, this.index, logger)
+    const peers = host.cluster.workers > 1
+    this.rebuild = new Rebuild(host.store, this.index, logger, peers)
+    // Every worker answers the queries, so each adds what the others store too.
+    if (peers) host.cluster.subscribe(`${this.settings.id}.records`, (ids) => this.fromPeers(ids as string[]))
     this.watch = new RepriceWatch(host.store, this.index, logger)
     this.rebuild.done.then(
       () => this.watch!.start(this.config.reprice_poll_ms),
@@ -58,6 +64,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   }
 
   async shutdown(): Promise<void> {
+    this.announce()
     this.rebuild?.stop()
     this.watch?.stop()
     if (this.host) withdrawAnalytics(this.host.store, this.settings.id)
@@ -91,6 +98,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
         rebuild.forget(r.id)
         continue
       }
+      if (this.host!.cluster.workers > 1) this.stored(r.id)
       if (!rebuild.committed(r.id)) continue
       try {
         if (this.index.add(r)) added++
@@ -103,7 +111,38 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
     }
     this.settings.metrics.accepted(added)
   }
+
+  private stored(id: string): void {
+    this.outbox.push(id)
+    this.flushTimer ??= setTimeout(() => this.announce(), ANNOUNCE_EVERY_MS)
+  }
+
+  private announce(): void {
+    if (this.flushTimer) clearTimeout(this.flushTimer)
+    this.flushTimer = undefined
+    if (this.outbox.length === 0) return
+    this.host!.cluster.publish(`${this.settings.id}.records`, this.outbox)
+    this.outbox = []
+  }
+
+  /** Records other workers committed: read from the shared store and added. */
+  private fromPeers(ids: string[]): void {
+    const rebuild = this.rebuild!
+    for (const id of ids) {
+      if (!rebuild.fromPeer(id)) continue
+      const r = this.host!.store.usage.get(id)
+      if (r === undefined) continue
+      try {
+        this.index.add(r)
+      } catch (err) {
+        this.settings.logger.error({ err, id }, 'analytics: a record stored by another worker could not be added to the index')
+      }
+    }
+  }
 }
+
+/** Batches announcements: one message per few milliseconds, not one per record. */
+const ANNOUNCE_EVERY_MS = 5
 
 export const analyticsFactory: ExporterFactory<typeof schema> = {
   kind: 'exporter',

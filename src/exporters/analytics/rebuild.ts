@@ -1,3 +1,4 @@
+import type { Transaction } from 'lmdb'
 import type { Logger } from 'pino'
 import type { AnalyticsIndex } from '../../domain/analytics/index.js'
 import type { Store } from '../../store/store.js'
@@ -6,6 +7,8 @@ import type { Store } from '../../store/store.js'
 type Live = 'expected' | 'applied' | 'scanned'
 
 const CHUNK = 4096
+/** How long the snapshot stays open after the scan, for peers' announcements still on their way. */
+const SNAPSHOT_GRACE_MS = 5000
 
 /**
  * Fills the index from the stored records at start (nothing is persisted: the records are the
@@ -26,9 +29,20 @@ export class Rebuild {
   private readonly live = new Map<string, Live>()
   private stopped = false
   readonly done: Promise<void>
+  /**
+   * With other workers writing the same store, the scan reads one snapshot: a record they
+   * commit is then either in it (the scan adds it) or not (their announcement does), never both.
+   */
+  private snapshot?: Transaction
 
-  constructor(private readonly store: Store, private readonly index: AnalyticsIndex, private readonly logger: Logger) {
+  constructor(private readonly store: Store, private readonly index: AnalyticsIndex, private readonly logger: Logger, peers = false) {
+    if (peers) this.snapshot = store.root.useReadTransaction()
     this.done = this.run()
+  }
+
+  /** A record another worker committed and announced: true when the caller must add it (the scan does not). */
+  fromPeer(id: string): boolean {
+    return this.snapshot === undefined || this.store.usage.records.get(id, { transaction: this.snapshot }) === undefined
   }
 
   /** A live record, before its commit. */
@@ -52,6 +66,12 @@ export class Rebuild {
 
   stop(): void {
     this.stopped = true
+    this.release()
+  }
+
+  private release(): void {
+    this.snapshot?.done()
+    this.snapshot = undefined
   }
 
   private async run(): Promise<void> {
@@ -61,7 +81,7 @@ export class Rebuild {
     try {
       while (!this.stopped) {
         let last: string | undefined
-        for (const { key, value } of records.getRange({ start: after, limit: after === undefined ? CHUNK : CHUNK + 1 })) {
+        for (const { key, value } of records.getRange({ start: after, limit: after === undefined ? CHUNK : CHUNK + 1, transaction: this.snapshot })) {
           // Not a record: lmdb-js keeps the msgpack shared structures in the same database.
           if (typeof key !== 'string' || key === after) continue
           last = key
@@ -84,6 +104,7 @@ export class Rebuild {
     } finally {
       this.active = false
       for (const [id, state] of this.live) if (state === 'applied') this.live.delete(id)
+      if (this.snapshot) setTimeout(() => this.release(), SNAPSHOT_GRACE_MS).unref()
     }
     const { rows, bytes } = this.index.stats()
     this.logger.info({ records: this.scanned, rows, mib: Math.round(bytes / 1048576), ms: Date.now() - started }, 'analytics: stored records read')

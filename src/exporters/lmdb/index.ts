@@ -32,6 +32,8 @@ export class LmdbExporter implements ConsumingComponent {
     this.host = host
     if (this.config.query_api) mountReadRoutes(host)
     const retention = this.config.retention_hours * 3_600_000
+    // One worker sweeps the shared store.
+    if (!host.cluster.leader) return
     this.sweeper = setInterval(() => {
       host.store.usage.sweep(host.now(), retention).catch((err) => this.settings.logger.warn({ err }, 'replay sweep failed'))
     }, this.config.dedup_sweep_minutes * 60_000)

@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
 import { sharedCounter } from '../../core/telemetry.js'
+import { shareChanges } from '../../core/cluster/bus.js'
 import { AlertEvaluator } from '../../domain/alerts/evaluator.js'
 import { AlertStore } from '../../domain/alerts/store.js'
 import { ExportConfigurations } from '../exportconfigs/index.js'
@@ -48,6 +49,9 @@ export class AlertsExtension implements Component {
     })
     this.store = store
     mountAlertRoutes({ host, store, evaluator: this.evaluator, maxRulesPerTeam: this.config.max_rules_per_team, notifier })
+    shareChanges(host.cluster, `${this.settings.id}.changed`, store, () => store.reload())
+    // Rules are evaluated by one worker (the leader), so each transition fires once.
+    if (!host.cluster.leader) return
     this.timer = setInterval(() => {
       this.evaluator!.evaluate().catch((err) => this.settings.logger.error({ err }, 'alert evaluation failed'))
     }, this.config.evaluation_interval_seconds * 1000)

@@ -3,6 +3,7 @@ import type { Component, CreateSettings, ExtensionFactory, Host } from '../../co
 import { DeliveryEngine } from '../../domain/webhooks/engine.js'
 import { mountExportConfigurationRoutes } from './api.js'
 import { SecretBox } from './secrets.js'
+import { shareChanges } from '../../core/cluster/bus.js'
 import { ExportConfigStore } from './store.js'
 
 const schema = Type.Object(
@@ -62,6 +63,12 @@ export class ExportConfigurations implements Component {
       host.registry,
     )
     mountExportConfigurationRoutes({ host, store: this.store, engine: this.engine, defaultTimeoutMs: this.config.timeout_ms })
+    const store = this.store
+    const engine = this.engine
+    shareChanges(host.cluster, `${this.settings.id}.changed`, store, () => store.reload())
+    // One worker delivers (the leader); the others queue in the shared store and wake it.
+    if (host.cluster.leader) host.cluster.subscribe(`${this.settings.id}.kick`, () => engine.kick())
+    else engine.follow(() => host.cluster.publish(`${this.settings.id}.kick`, null))
     this.engine.start()
     this.settings.logger.info({ encryptedSecrets: box.encrypting, pending: this.engine.queue.depth }, 'webhook delivery engine started')
   }

@@ -12,10 +12,18 @@ export class ExportConfigStore implements ConfigurationSource {
   private readonly configs: Database<ExportConfiguration, string>
   private readonly signing: Database<SigningState, string>
   private readonly byTeam = new Map<string, ExportConfiguration[]>()
+  /** Called after every change this process commits (the other workers then reload()). */
+  onChange?: () => void
 
   constructor(private readonly store: Store, private readonly box: SecretBox) {
     this.configs = store.db('export_configurations')
     this.signing = store.db('export_configuration_signing')
+    this.reload()
+  }
+
+  /** Rebuilds the index by team from LMDB: another process changed a configuration. */
+  reload(): void {
+    this.byTeam.clear()
     for (const { value } of this.configs.getRange({})) this.index(value)
   }
 
@@ -46,6 +54,7 @@ export class ExportConfigStore implements ConfigurationSource {
   async put(c: ExportConfiguration): Promise<void> {
     await this.store.durable(this.configs.put(c.id, c))
     this.index(c)
+    this.onChange?.()
   }
 
   async remove(c: ExportConfiguration): Promise<void> {
@@ -56,6 +65,7 @@ export class ExportConfigStore implements ConfigurationSource {
       }),
     )
     this.unindex(c)
+    this.onChange?.()
   }
 
   async disable(id: string, reason: string): Promise<void> {

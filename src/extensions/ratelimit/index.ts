@@ -6,6 +6,7 @@ import type { AdmissionHook, AdmissionRequest, RateLimitBucket } from '../../tra
 import type { CallerKey, ErrorPatternRules, Hit, RateLimitBackend } from './backend.js'
 import { RateLimitSchema, type BucketLimits, type RateLimitConfig } from './config.js'
 import { MemoryBackend } from './memory.js'
+import { ClusterBackend } from './cluster.js'
 
 const BUCKETS: readonly RateLimitBucket[] = ['metering', 'analytics', 'platform']
 
@@ -64,6 +65,8 @@ export class RateLimiter implements Component, AdmissionHook {
       })
       await redis.connect()
       this.backend = redis
+    } else if (host.cluster.workers > 1) {
+      this.backend = new ClusterBackend(host.cluster, this.rules)
     } else {
       this.backend = new MemoryBackend(this.rules)
     }

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import { shareChanges } from '../../core/cluster/bus.js'
 import { ApiError } from '../../core/errors.js'
 import { ToolRegistry, type DeclaredTool } from '../../domain/tools/registry.js'
 import { mountToolRoutes } from './routes.js'
@@ -74,7 +75,8 @@ export class ToolsExtension implements Component {
   constructor(private readonly settings: CreateSettings, private readonly config: Config) {}
 
   async start(host: Host): Promise<void> {
-    this.registry = new ToolRegistry(host.store, declaredTools(this.config), new Date(host.now()).toISOString())
+    const registry = (this.registry = new ToolRegistry(host.store, declaredTools(this.config), new Date(host.now()).toISOString()))
+    shareChanges(host.cluster, `${this.settings.id}.changed`, registry, () => registry.forget())
     if (this.config.api) mountToolRoutes(host, this.registry)
     this.settings.logger.debug({ declared: this.config.tools.length }, 'tool registry ready')
   }

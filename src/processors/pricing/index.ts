@@ -39,6 +39,7 @@ export const schema = Type.Object(
           effective: Type.String({ minLength: 1, description: 'Date the price took effect; part of the price version stored on records' }),
           ...RatesSchema,
           aliases: Type.Optional(Type.Array(Type.String())),
+          source: Type.Optional(Type.String({ description: 'Where the price was read and when (page and date checked); kept with the price, never used to compute a cost' })),
           long_context: Type.Optional(
             Type.Object({ threshold: Type.Integer({ minimum: 1 }), ...Object.fromEntries(Object.entries(RatesSchema).map(([k, v]) => [k, Type.Optional(v)])) }, { additionalProperties: false }),
           ),

@@ -1,0 +1,162 @@
+import cluster, { type Worker } from 'node:cluster'
+import { availableParallelism } from 'node:os'
+import type { Logger } from 'pino'
+import { AggregatorRegistry } from 'prom-client'
+import { isClusterMessage, type ClusterMessage } from './bus.js'
+
+/** `server.workers`: `auto` is one worker per core (at least 1), capped at 64. */
+export function workerCount(setting: 'auto' | number): number {
+  if (setting === 'auto') return Math.max(1, Math.min(64, availableParallelism()))
+  return setting
+}
+
+/** What the supervisor answers for its workers: one handler per request topic. */
+export type Answer = (data: any, from: Worker) => unknown | Promise<unknown>
+
+export interface SuperviseOptions {
+  workers: number
+  logger: Logger
+  /** How long SIGTERM waits for the workers to drain before killing them. */
+  shutdownTimeoutMs: number
+  /** Request handlers (rate-limit leases, ...), by topic. */
+  answers?: Record<string, Answer>
+  /** Called once when every worker has reported ready the first time. */
+  onReady?: () => void
+}
+
+const RESTART_WINDOW_MS = 60_000
+const MAX_RESTARTS_PER_WINDOW = 10
+
+/**
+ * The primary process of a clustered daemon (node:cluster): forks the workers (the leader
+ * first, the rest once it is ready), relays what
+ * they publish to each other, answers their requests, restarts a worker that dies, and on
+ * SIGTERM/SIGINT drains them all. A worker that fails before it was ever ready stops the
+ * daemon (a bad config or a busy port would only crash-loop); so does a crash loop.
+ * Resolves with the exit code.
+ */
+export function supervise(opts: SuperviseOptions): Promise<number> {
+  const { logger } = opts
+  const metrics = new AggregatorRegistry()
+  const answers: Record<string, Answer> = { metrics: () => metrics.clusterMetrics(), ...opts.answers }
+  const byIndex = new Map<number, Worker>()
+  const everReady = new Set<number>()
+  const restarts: number[] = []
+  let stopping = false
+  let exitCode = 0
+  let settle: (code: number) => void = () => undefined
+  const done = new Promise<number>((r) => (settle = r))
+
+  const fork = (index: number) => {
+    const w = cluster.fork({ METERD_WORKER_INDEX: String(index), METERD_WORKERS: String(opts.workers) })
+    byIndex.set(index, w)
+    w.on('message', (m: unknown) => {
+      if (isClusterMessage(m)) void receive(w, index, m)
+    })
+    w.on('exit', (code, signal) => {
+      if (byIndex.get(index) === w) byIndex.delete(index)
+      if (stopping) {
+        if (code !== 0 && code !== null) exitCode ||= code
+        if (byIndex.size === 0) settle(exitCode)
+        return
+      }
+      if (!everReady.has(index)) {
+        logger.error({ worker: index, code, signal }, 'a worker failed to start; stopping')
+        stop(code || 1)
+        return
+      }
+      const now = Date.now()
+      restarts.push(now)
+      while (restarts.length && restarts[0] < now - RESTART_WINDOW_MS) restarts.shift()
+      if (restarts.length > MAX_RESTARTS_PER_WINDOW) {
+        logger.error({ worker: index, restarts: restarts.length }, 'workers keep dying; stopping')
+        stop(1)
+        return
+      }
+      logger.error({ worker: index, code, signal }, 'a worker died; starting a new one')
+      closeOrphanedConnections()
+      fork(index)
+    })
+  }
+
+  const receive = async (from: Worker, index: number, m: ClusterMessage) => {
+    switch (m.meterd) {
+      case 'ready': {
+        const first = everReady.size < opts.workers
+        // The leader starts alone (it makes the first admin key, migrates an old data layout);
+        // the others follow once it is ready.
+        if (index === 0 && everReady.size === 0) for (let i = 1; i < opts.workers; i++) fork(i)
+        everReady.add(index)
+        if (first && everReady.size === opts.workers) opts.onReady?.()
+        return
+      }
+      case 'publish':
+        for (const w of byIndex.values()) if (w !== from && w.isConnected()) w.send(m)
+        return
+      case 'request': {
+        const answer = answers[m.topic]
+        let reply: ClusterMessage
+        try {
+          if (!answer) throw new Error(`no answer for "${m.topic}"`)
+          reply = { meterd: 'reply', id: m.id, data: await answer(m.data, from) }
+        } catch (err) {
+          reply = { meterd: 'reply', id: m.id, error: (err as Error).message }
+        }
+        if (from.isConnected()) from.send(reply)
+        return
+      }
+    }
+  }
+
+  const stop = (code: number) => {
+    if (stopping) return
+    stopping = true
+    exitCode = code
+    if (byIndex.size === 0) return settle(exitCode)
+    for (const w of byIndex.values()) w.process.kill('SIGTERM')
+    setTimeout(() => {
+      for (const w of byIndex.values()) w.process.kill('SIGKILL')
+    }, opts.shutdownTimeoutMs + 2000).unref()
+  }
+
+  const onSignal = (signal: string) => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting at once')
+      for (const w of byIndex.values()) w.process.kill('SIGKILL')
+      process.exit(1)
+    }
+    logger.info({ signal, workers: byIndex.size }, 'draining all workers')
+    stop(0)
+  }
+  process.on('SIGTERM', () => onSignal('SIGTERM'))
+  process.on('SIGINT', () => onSignal('SIGINT'))
+
+  logger.info({ workers: opts.workers }, 'starting workers')
+  fork(0)
+  return done
+}
+
+/** Sends a message the supervisor itself publishes (e.g. a rate-limit block) to every worker. */
+export function broadcast(topic: string, data: unknown): void {
+  const m: ClusterMessage = { meterd: 'publish', topic, data, from: -1 }
+  for (const w of Object.values(cluster.workers ?? {})) if (w?.isConnected()) w.send(m)
+}
+
+/**
+ * node:cluster's round-robin: the primary accepts each connection and hands it to a worker,
+ * keeping its own copy until the worker says it took it. A connection handed to a worker just as
+ * it dies is never taken, and the primary never closes its copy: the client would wait until its
+ * own timeout. Such copies are the primary's only raw TCP handles (its listeners belong to
+ * servers); any that are still open a second after a worker died are closed, so the client sees
+ * the connection fail at once and retries (dedup makes the retry safe).
+ */
+function closeOrphanedConnections(): void {
+  const active = (process as unknown as { _getActiveHandles?: () => unknown[] })._getActiveHandles
+  if (!active) return
+  const raw = () => active.call(process).filter((h) => (h as object)?.constructor?.name === 'TCP') as { close(): void }[]
+  const suspects = new Set(raw())
+  if (suspects.size === 0) return
+  setTimeout(() => {
+    for (const h of raw()) if (suspects.has(h)) h.close()
+  }, 1000).unref()
+}

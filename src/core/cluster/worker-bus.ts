@@ -1,0 +1,72 @@
+import { isClusterMessage, type ClusterBus, type ClusterMessage } from './bus.js'
+
+/** A worker's side of the bus, over the IPC channel node:cluster opens to the supervisor. */
+export class WorkerBus implements ClusterBus {
+  readonly leader: boolean
+  private readonly topics = new Map<string, Set<(data: unknown) => void>>()
+  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; timer: NodeJS.Timeout }>()
+  private nextId = 1
+
+  constructor(
+    readonly workers: number,
+    readonly index: number,
+    private readonly proc: NodeJS.Process = process,
+  ) {
+    this.leader = index === 0
+    proc.on('message', (m: unknown) => {
+      if (isClusterMessage(m)) this.receive(m)
+    })
+  }
+
+  publish(topic: string, data: unknown): void {
+    this.send({ meterd: 'publish', topic, data, from: this.index })
+  }
+
+  subscribe(topic: string, fn: (data: unknown) => void): () => void {
+    let set = this.topics.get(topic)
+    if (!set) this.topics.set(topic, (set = new Set()))
+    set.add(fn)
+    return () => void set.delete(fn)
+  }
+
+  request<T>(topic: string, data: unknown, timeoutMs = 2000): Promise<T> {
+    const id = this.nextId++
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id)
+        reject(new Error(`the supervisor did not answer "${topic}" within ${timeoutMs} ms`))
+      }, timeoutMs)
+      timer.unref()
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer })
+      if (!this.send({ meterd: 'request', id, topic, data })) {
+        clearTimeout(timer)
+        this.pending.delete(id)
+        reject(new Error('the supervisor is gone'))
+      }
+    })
+  }
+
+  /** Tells the supervisor this worker listens and is ready. */
+  ready(): void {
+    this.send({ meterd: 'ready', index: this.index })
+  }
+
+  private send(m: ClusterMessage): boolean {
+    if (!this.proc.send || !this.proc.connected) return false
+    this.proc.send(m)
+    return true
+  }
+
+  private receive(m: ClusterMessage): void {
+    if (m.meterd === 'publish') {
+      for (const fn of this.topics.get(m.topic) ?? []) fn(m.data)
+    } else if (m.meterd === 'reply') {
+      const p = this.pending.get(m.id)
+      if (!p) return
+      this.pending.delete(m.id)
+      clearTimeout(p.timer)
+      if (m.error !== undefined) p.reject(new Error(m.error))
+      else p.resolve(m.data)
+    }
+  }
+}

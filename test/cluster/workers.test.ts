@@ -1,0 +1,251 @@
+/**
+ * server.workers (issue 19 §1): one daemon, two worker processes on the same listeners and the
+ * same data directory. Every request here goes on a connection of its own (agent: false), which
+ * the cluster hands to the workers in turn, so each check below spans both processes; with two
+ * independent processes instead, each would fail (double the rate limit, twins stored twice,
+ * stale tool prices, analytics that see half the records, deliveries sent twice).
+ */
+import { execFileSync } from 'node:child_process'
+import { request } from 'node:http'
+import t from 'tap'
+import { completion } from '../fixtures/wire-examples.js'
+import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, writeConfig, type ChildMeterd } from '../helpers/meterd.js'
+import { event, sum, toolBody } from '../helpers/pricing.js'
+import { startReceiver } from '../helpers/webhook-receiver.js'
+import { Decimal } from '../../src/domain/pricing/money.js'
+
+const API = '/profitstream/v2/api'
+const C = '/meter/v2/ai/completions'
+const E = '/meter/v2/tool/events'
+
+interface Answer {
+  status: number
+  headers: Record<string, string | string[] | undefined>
+  body: any
+}
+
+/** One request on a new connection (no keep-alive pool), JSON in and out. */
+function send(base: string, path: string, opts: { method?: string; body?: unknown; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<Answer> {
+  const url = new URL(path, base)
+  const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body)
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      {
+        agent: false,
+        method: opts.method ?? (payload ? 'POST' : 'GET'),
+        headers: { 'x-api-key': ADMIN_KEY, ...(payload ? { 'content-type': 'application/json' } : {}), ...opts.headers },
+      },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c) => chunks.push(c))
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8')
+          let body: any
+          try {
+            body = text ? JSON.parse(text) : undefined
+          } catch {
+            body = text
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body })
+        })
+      },
+    )
+    req.on('error', reject)
+    if (opts.timeoutMs) req.setTimeout(opts.timeoutMs, () => req.destroy(new Error('timed out')))
+    req.end(payload)
+  })
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+/** The pids of the daemon's worker processes. */
+function workerPids(d: ChildMeterd): number[] {
+  try {
+    return execFileSync('pgrep', ['-P', String(d.proc.pid)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)
+  } catch {
+    return []
+  }
+}
+
+async function twoWorkers(t: Parameters<Parameters<typeof tap.test>[1]>[0], overrides: Record<string, unknown>): Promise<ChildMeterd> {
+  const dir = tempDir('meterd-workers-')
+  t.teardown(() => removeDir(dir))
+  const cfg = writeConfig(dir, overrides)
+  const d = await spawnMeterd(t, {
+    dataDir: `${dir}/data`,
+    configFiles: [new URL('../../config/meterd.yaml', import.meta.url).pathname, cfg],
+    env: { METERD_WORKERS: '2' },
+    readyTimeoutMs: 60_000, // two processes start one after the other
+  })
+  // Both workers are up once the supervisor has forked the second.
+  for (let i = 0; i < 600 && workerPids(d).length < 2; i++) await sleep(50)
+  t.equal(workerPids(d).length, 2, 'two worker processes')
+  return d
+}
+const tap = t
+
+t.test('the rate limit is the machine\'s, not each worker\'s', async (t) => {
+  const d = await twoWorkers(t, { extensions: { ratelimit: { backend: 'memory', limits: { metering: 20, analytics: 100, platform: 100 } } } })
+  // Start at the beginning of a second, so the whole burst falls in one window.
+  while (Date.now() % 1000 > 50) await sleep(5)
+  const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => send(d.url, C, { body: completion({ transactionId: `rl-${i}` }) })))
+  const window = new Set(answers.map((a) => a.headers['x-ratelimit-reset']))
+  t.equal(window.size, 1, 'one window')
+  t.equal(answers.filter((a) => a.status === 201).length, 20, 'exactly the limit is admitted across both workers')
+  t.equal(answers.filter((a) => a.status === 429).length, 40, 'the rest is refused')
+  t.equal(await d.stop('SIGTERM'), 0, 'SIGTERM drains both workers and exits 0')
+})
+
+t.test('dedup, idempotency, tools, tiers, analytics, webhooks and metrics hold across workers', async (t) => {
+  const rx = await startReceiver(t)
+  const d = await twoWorkers(t, {
+    extensions: {
+      ratelimit: { backend: 'memory', limits: { metering: 100000, analytics: 100000, platform: 100000 } },
+      exportconfigs: { allow_private_destinations: ['127.0.0.1'], poll_interval_ms: 50 },
+    },
+  })
+
+  await t.test('a twin posted to both workers at once is stored once', async (t) => {
+    const body = completion({ transactionId: 'twin-1' })
+    const answers = await Promise.all(Array.from({ length: 16 }, () => send(d.url, C, { body })))
+    t.same(new Set(answers.map((a) => a.status)), new Set([201]))
+    t.equal(new Set(answers.map((a) => a.body.id)).size, 1, 'every answer names the one stored record')
+    const list = await send(d.url, `${API}/sources/metrics/ai/completions?transactionId=twin-1`)
+    t.equal(list.body.page.totalElements, 1, 'stored once')
+  })
+
+  await t.test('one Idempotency-Key used on both workers at once stores once', async (t) => {
+    const body = completion()
+    delete body.transactionId
+    body.organizationName = 'IdemOrg'
+    const headers = { 'idempotency-key': 'workers-idem-1' }
+    const answers = await Promise.all(Array.from({ length: 16 }, () => send(d.url, C, { body, headers })))
+    const ok = answers.filter((a) => a.status === 201)
+    t.ok(ok.length >= 1, 'answered')
+    t.ok(answers.every((a) => a.status === 201 || (a.status === 409 && a.body.error.code === 'idempotency_key_in_progress')), 'stored answers or in-progress')
+    t.equal(new Set(ok.map((a) => a.body.id)).size, 1, 'every 201 names the same record')
+    const again = await send(d.url, C, { body, headers })
+    t.equal(again.body.id, ok[0].body.id, 'replayed afterwards')
+    const list = await send(d.url, `${API}/sources/metrics/ai/completions?size=1000`)
+    t.equal(list.body._embedded.aICompletionMetricResourceList.filter((r: any) => r.organizationName === 'IdemOrg').length, 1, 'one record')
+  })
+
+  await t.test('a tool created on one worker prices events on the other', async (t) => {
+    // Both workers look the toolId up (and remember it is unknown) before it exists.
+    const before = await Promise.all(Array.from({ length: 6 }, () => send(d.url, E, { body: event('late-tool') })))
+    t.ok(before.every((a) => a.status === 201))
+    const created = await send(d.url, `${API}/tools`, { body: toolBody('late-tool', { name: 'calls', aggregationType: 'COUNT', unitPrice: '0.25' }) })
+    t.equal(created.status, 201, JSON.stringify(created.body))
+    await sleep(20)
+    const after = await Promise.all(Array.from({ length: 8 }, () => send(d.url, E, { body: event('late-tool', { organizationName: 'After' }) })))
+    t.ok(after.every((a) => a.status === 201))
+    const list = await send(d.url, `${API}/sources/metrics/tool/events?toolId=late-tool&size=100`)
+    const priced = list.body._embedded.toolEventMetricResourceList.filter((r: any) => r.organizationName === 'After')
+    t.equal(priced.length, 8)
+    t.ok(priced.every((r: any) => r.cost?.total === '0.25'), 'every event after the change is priced, whichever worker took it')
+  })
+
+  await t.test('a graduated tier crossed by events on both workers costs the table\'s total', async (t) => {
+    const tiers = [{ upTo: 100, unitPrice: 0.01 }, { upTo: 600, unitPrice: '0.008' }, { upTo: null, unitPrice: 0.005 }]
+    t.equal((await send(d.url, `${API}/tools`, { body: toolBody('tiered', { name: 'units', aggregationType: 'SUM', tiersMode: 'graduated', tiers }) })).status, 201)
+    await sleep(20)
+    const units = Array.from({ length: 300 }, (_, i) => (i % 7) + 1)
+    const total = units.reduce((a, b) => a + b, 0)
+    const answers = await Promise.all(units.map((u) => send(d.url, E, { body: event('tiered', { organizationName: 'Tiers', usageMetadata: { units: u } }) })))
+    t.ok(answers.every((a) => a.status === 201))
+    // C(total) of the graduated table, computed here.
+    let left = total
+    let expected = new Decimal(0)
+    let from = 0
+    for (const tier of tiers) {
+      const cap = tier.upTo === null ? Infinity : tier.upTo - from
+      const n = Math.min(left, cap)
+      expected = expected.plus(new Decimal(tier.unitPrice).times(n))
+      left -= n
+      from = tier.upTo ?? from
+      if (left === 0) break
+    }
+    const records: any[] = []
+    for (let page = 0; page < 1; page++) {
+      const res = await send(d.url, `${API}/sources/metrics/tool/events?toolId=tiered&size=1000&page=${page}`)
+      records.push(...res.body._embedded.toolEventMetricResourceList)
+    }
+    t.equal(records.length, 300)
+    t.equal(sum(records.map((r) => r.cost.total)), expected.toFixed(), 'the period charge is exact')
+  })
+
+  await t.test('every worker answers analytics from every record, and webhooks go out once', async (t) => {
+    const hook = await send(d.url, `${API}/export-configurations`, { body: { name: 'all', url: rx.url, filters: { organizationName: 'Hooked' } } })
+    t.equal(hook.status, 201, JSON.stringify(hook.body))
+    await sleep(20)
+    const posted = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => send(d.url, C, { body: completion({ transactionId: `hooked-${i}`, organizationName: 'Hooked' }) })),
+    )
+    t.ok(posted.every((a) => a.status === 201))
+    await sleep(100)
+    const answers = await Promise.all(Array.from({ length: 8 }, () => send(d.url, `${API}/analytics/summary?organizationName=Hooked&from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z`)))
+    t.same(new Set(answers.map((a) => a.status)), new Set([200]))
+    t.same(new Set(answers.map((a) => a.body.period.completions)), new Set([40]), 'both workers count all 40 records')
+
+    await rx.waitFor(40, 10_000)
+    await sleep(500) // a second delivery of any event would arrive now
+    const ids = rx.received.map((r) => r.json.id)
+    t.equal(ids.length, 40, 'one delivery per event')
+    t.equal(new Set(ids).size, 40, 'no event delivered twice')
+  })
+
+  await t.test('/metrics sums the workers', async (t) => {
+    const res = await send(d.url, '/metrics')
+    const m = /^meterd_ratelimit_requests_total\{bucket="metering",decision="allowed",reason="none"\} (\d+)/m.exec(res.body)
+    t.ok(m, 'the counter is there')
+    // twins 16 + idempotency 17 + tool events 6 + 8 + 300 + completions 40
+    t.equal(Number(m![1]), 16 + 17 + 14 + 300 + 40, 'every admitted request, whichever worker took it')
+    t.match(res.body, /^meterd_up 1$/m)
+  })
+
+  await t.test('a worker that dies is replaced and nothing acknowledged is lost', async (t) => {
+    const [victim] = workerPids(d)
+    const failures: string[] = []
+    const load = Array.from({ length: 60 }, (_, i) =>
+      send(d.url, C, { body: completion({ transactionId: `kill-${i}`, organizationName: 'Kill' }), timeoutMs: 10_000 }).catch((err) => void failures.push(err.message)),
+    )
+    process.kill(victim, 'SIGKILL')
+    const answers = await Promise.all(load)
+    const acked = answers.filter((a) => a?.status === 201).map((a) => a!.body.id)
+    t.comment(`${acked.length} acknowledged, failed: ${JSON.stringify(failures)}`)
+    t.notOk(failures.includes('timed out'), 'no request is left hanging')
+    for (let i = 0; i < 600 && (workerPids(d).length < 2 || workerPids(d).includes(victim)); i++) await sleep(50)
+    if (!t.equal(workerPids(d).length, 2, 'a new worker took its place')) t.comment(d.stdout.join('').slice(-3000))
+    t.notOk(workerPids(d).includes(victim))
+    const list = await send(d.url, `${API}/sources/metrics/ai/completions?size=1000`)
+    const stored = new Set(list.body._embedded.aICompletionMetricResourceList.map((r: any) => r.id))
+    t.ok(acked.every((id) => stored.has(id)), `all ${acked.length} acknowledged records are stored`)
+    // The client retries what failed; dedup makes that safe.
+    const retried = await Promise.all(Array.from({ length: 60 }, (_, i) => send(d.url, C, { body: completion({ transactionId: `kill-${i}`, organizationName: 'Kill' }) })))
+    t.ok(retried.every((a) => a.status === 201))
+    const after = await send(d.url, `${API}/sources/metrics/ai/completions?size=1000`)
+    t.equal(after.body._embedded.aICompletionMetricResourceList.filter((r: any) => r.organizationName === 'Kill').length, 60, 'each record once')
+  })
+
+  t.equal(await d.stop('SIGTERM'), 0)
+})
+
+t.test('a sidecar (upstream exporter) runs as one process; asking for more is a config error', async (t) => {
+  const { spawnSync } = await import('node:child_process')
+  const dir = tempDir('meterd-workers-sidecar-')
+  t.teardown(() => removeDir(dir))
+  const cfg = writeConfig(dir, {
+    server: { workers: 2 },
+    exporters: { upstream: { endpoint: 'http://127.0.0.1:9', api_key: 'hak_x_0123456789abcdef0123456789abcdef' } },
+    service: { pipelines: { usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution', 'pricing'], exporters: ['upstream'] } } },
+  })
+  const bin = new URL('../../bin/meterd.js', import.meta.url).pathname
+  const run = spawnSync(process.execPath, [bin, 'run', '--config', new URL('../../config/meterd.yaml', import.meta.url).pathname, '--config', cfg], {
+    encoding: 'utf8',
+    timeout: 20_000,
+    env: { ...process.env, METERD_DATA_DIR: `${dir}/data`, METERD_ENDPOINT: '127.0.0.1:0' },
+  })
+  t.equal(run.status, 78, run.stderr)
+  t.match(run.stderr, /server\.workers: 2 cannot run exporter upstream/)
+})

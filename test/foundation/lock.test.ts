@@ -31,8 +31,9 @@ async function runToExit(dataDir: string): Promise<{ code: number | null; output
 t.test('a second daemon on the same data directory is refused; the first keeps serving, and keys commands work beside it', async (t) => {
   const dataDir = tempDir('meterd-lock-')
   t.teardown(() => removeDir(dataDir))
-  const first = await spawnMeterd(t, { dataDir })
-  t.equal(readFileSync(join(dataDir, 'meterd.pid'), 'utf8').trim(), String(first.proc.pid), 'the lock file holds the daemon’s pid')
+  // With two workers: the primary holds the lock, and its workers (same directory) must not take it.
+  const first = await spawnMeterd(t, { dataDir, env: { METERD_WORKERS: '2' } })
+  t.equal(readFileSync(join(dataDir, 'meterd.pid'), 'utf8').trim(), String(first.proc.pid), 'the lock file holds the daemon’s (primary’s) pid')
 
   const second = await runToExit(dataDir)
   t.equal(second.code, 75, 'the second exits 75 (EX_TEMPFAIL)')

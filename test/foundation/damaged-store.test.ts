@@ -84,6 +84,17 @@ t.test('damaged data files', async (t) => {
       t.match(check.out, `PROBLEM: the data file ${file} is damaged`, 'doctor names the problem')
     })
   }
+
+  t.test('its last tenth cut off: doctor finds it by reading every page', async (t) => {
+    const dir = join(base, 'tenth')
+    cpSync(healthy, dir, { recursive: true })
+    const file = join(dir, 'data.mdb')
+    truncateSync(file, Math.floor((statSync(file).size * 0.9) / 4096) * 4096)
+    const check = await meterd(dir, 'doctor', '--data-dir', dir)
+    t.equal(check.signal, null, 'doctor itself does not crash')
+    t.equal(check.code, 65, 'doctor exits 65')
+    t.match(check.out, /PROBLEM: .*(cut short|reading the store crashed)/, 'and says the file is damaged')
+  })
 })
 
 t.test('doctor: --help, a missing directory, a directory without a store', async (t) => {

@@ -51,6 +51,10 @@ t.test('a second daemon on the same data directory is refused; the first keeps s
   const listed = JSON.parse((await run(process.execPath, [BIN, 'keys', 'list', '--json'], { env: { ...process.env, METERD_DATA_DIR: dataDir } })).stdout)
   t.ok(listed.some((k: { id: string }) => k.id === created.id), 'keys list works beside it')
   t.ok(existsSync(join(dataDir, 'meterd.pid')), 'keys commands leave the daemon’s lock alone')
+  const doctor = await run(process.execPath, [BIN, 'doctor', '--data-dir', dataDir]).catch((err) => err)
+  t.equal(doctor.code ?? 0, 0, 'meterd doctor checks the directory beside the running daemon')
+  t.match(doctor.stdout, `names pid ${first.proc.pid}: a daemon is running on this directory`)
+  t.match(doctor.stdout, /the store is sound/)
 
   t.equal(await first.stop('SIGTERM'), 0)
   t.notOk(existsSync(join(dataDir, 'meterd.pid')), 'a clean stop removes the lock file')

@@ -74,6 +74,8 @@ export class Service implements Host {
         this.set(store.health.writable ? 1 : 0)
       },
     })
+    if (this.store.tightened.length)
+      this.logger.warn({ paths: this.store.tightened }, 'the data directory was readable by every user: took that access away (it holds usage records and keys)')
     this.http = new HttpServer({
       apiPrefix: this.server.api_prefix,
       maxBodyBytes: this.server.max_body_bytes,

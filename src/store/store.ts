@@ -1,7 +1,8 @@
-import { mkdirSync, statSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type Database, type RootDatabase } from 'lmdb'
 import { checkDataFile } from './check.js'
+import { DATA_FILE_MODE, prepareDataDir } from './data-dir.js'
 import { aheadOfData, Preallocator } from './preallocate.js'
 import { UsageStore } from './usage-store.js'
 import { WriteHealth, type WriteHealthListener } from './write-health.js'
@@ -36,9 +37,11 @@ export class Store {
   private readonly dbs = new Map<string, Database<any, any>>()
   private readonly preallocator?: Preallocator
   private closed = false
+  /** Paths of an existing data directory that were world-accessible and were tightened (src/store/data-dir.ts). */
+  readonly tightened: string[]
 
   constructor(readonly opts: StoreOptions) {
-    mkdirSync(opts.path, { recursive: true })
+    this.tightened = prepareDataDir(opts.path)
     // LMDB faults on a damaged file and takes an empty one for a new store: refuse both first.
     checkDataFile(opts.path)
     const mapSize = (opts.maxSizeMb ?? 16384) * 1024 * 1024
@@ -52,6 +55,8 @@ export class Store {
       // Commits are flushed after they are visible (overlappingSync, lmdb-js's default on
       // Linux); durable() waits for the flush, so nothing is acknowledged before fsync.
       overlappingSync: true,
+      // data.mdb and lock.mdb: owner-only (lmdb's default is 0664; its types omit the option).
+      ...({ permissionsMode: DATA_FILE_MODE } as {}),
     })
     this.usage = new UsageStore(this)
     const probes = this.db<string, number>('store-health')

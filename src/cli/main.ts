@@ -16,11 +16,15 @@ import { StartupError } from '../core/startup-error.js'
 import { createTelemetry } from '../core/telemetry.js'
 import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import { Store } from '../store/store.js'
+import { surviveCommitFailures } from '../store/commit-failures.js'
+import { acquireDataDirLock } from '../store/lock.js'
+import { checkDataFile } from '../store/check.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import type { SharedState } from '../ports/shared.js'
 import { CONFIG_OPTION, EX_CONFIG, EX_USAGE, ExitError, UsageError, defineCommand, parseCommandArgs, synopsis, usageOf, wantsHelp, type Command } from './command.js'
 import { WEBHOOK_COMMANDS } from './webhook.js'
 import { REPRICE_COMMAND } from './reprice.js'
+import { DOCTOR_HELP, doctorCommand } from './doctor.js'
 
 export { EX_CONFIG, EX_USAGE }
 
@@ -137,6 +141,13 @@ const RUN = defineCommand({
 async function run(files: string[]): Promise<number> {
   const { config, plan } = configOrExit(files, { toRun: true })
   const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workersFor(config)
+  if (cluster.isPrimary) {
+    // One daemon per data directory: its primary takes the lock (never a worker, never a CLI command).
+    const lock = acquireDataDirLock(config.storage.path)
+    process.on('exit', () => lock.release())
+    // A damaged data file is refused here, once, rather than by every worker as it starts.
+    checkDataFile(config.storage.path)
+  }
   if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)
   const bus = cluster.isWorker ? new WorkerBus(workers, Number(process.env.METERD_WORKER_INDEX)) : undefined
   const telemetry = createTelemetry({ level: config.service.telemetry.logs.level, bindings: bus ? { worker: bus.index } : undefined })
@@ -146,6 +157,10 @@ async function run(files: string[]): Promise<number> {
     AggregatorRegistry.setRegistries([telemetry.registry])
   }
   const service = new Service({ config, plan, telemetry, cluster: bus })
+  // A failed commit (a full disk) is answered 503 and retried; lmdb-js's leftovers of it must not end the process.
+  surviveCommitFailures((reason) => service.logger.debug({ err: reason }, 'a failed commit, already answered'))
+  // Past a file-size limit (ulimit -f) writes fail with EFBIG, as on a full disk, instead of the signal killing the process.
+  process.on('SIGXFSZ', () => undefined)
   let stopping = false
   const stop = (signal: string) => {
     if (stopping) {
@@ -360,6 +375,17 @@ const KEYS_REVOKE = defineCommand({
   },
 })
 
+const DOCTOR = defineCommand({
+  name: 'doctor',
+  summary: 'check a data directory offline; exit 0 when sound, 65 when damaged or missing',
+  details: DOCTOR_HELP.split('\n').slice(1).join('\n').trim(),
+  options: { 'data-dir': { type: 'string', arg: 'DIR', help: "the data directory (default: the config's storage.path)" }, ...CONFIG_OPTION },
+  async run(v) {
+    const dir = v['data-dir'] ?? configOrExit(v.config ?? []).config.storage.path
+    return doctorCommand(dir, (line) => process.stdout.write(line + '\n'))
+  },
+})
+
 /** Every command, in the order `meterd --help` lists them. Add a command here (and nowhere else). */
 export const COMMANDS: Command[] = [
   RUN,
@@ -372,6 +398,7 @@ export const COMMANDS: Command[] = [
   KEYS_REVOKE,
   ...WEBHOOK_COMMANDS,
   REPRICE_COMMAND(configOrExit),
+  DOCTOR,
 ]
 
 async function openSharedState(redis: SharedStateConfig['redis'], store: Store): Promise<SharedState> {

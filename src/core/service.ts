@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { Gauge, type Registry } from 'prom-client'
+import { Counter, Gauge, type Registry } from 'prom-client'
 import { storeGauges } from '../store/metrics.js'
 import { Admission } from '../transport/admission/index.js'
 import { HttpServer } from '../transport/http/server.js'
@@ -57,15 +57,34 @@ export class Service implements Host {
     const storage = opts.config.storage
     try {
       this.store = new Store({
-        path: storage.path,
-        maxSizeMb: storage.max_size_mb,
-        // One process writes space ahead: the leader when several workers share the file.
-        preallocateMb: this.cluster.leader ? storage.preallocate_mb : 0,
-        onPreallocateError: (err) => this.logger.warn({ err }, 'could not write space ahead in the data file; trying again in a minute'),
+      path: storage.path,
+      maxSizeMb: storage.max_size_mb,
+      // One process writes space ahead: the leader when several workers share the file.
+      preallocateMb: this.cluster.leader ? storage.preallocate_mb : 0,
+      onPreallocateError: (err) => this.logger.warn({ err }, 'could not write space ahead in the data file; trying again in a minute'),
+      writeHealth: {
+        failed: (reason, becameUnwritable) => {
+          writeFailures.inc()
+          // Once per episode: under load every request fails the same way.
+          if (becameUnwritable) this.logger.error({ reason }, 'the store cannot write: requests that store data answer 503 until it can; /readyz is not ready')
+        },
+        recovered: (ms) => this.logger.info({ unwritable_ms: ms }, 'the store writes again'),
+      },
       })
     } catch (err) {
       throw dataDirFailure(err, storage.path)
     }
+    const writeFailures = new Counter({ name: 'meterd_store_write_failures_total', help: 'Writes whose LMDB commit failed (a full disk, an I/O error); nothing of them was stored', registers: [this.registry] })
+    const store = this.store
+    new Gauge({
+      name: 'meterd_store_writable',
+      help: '1 while the store commits writes, 0 after a failed commit until a write succeeds again',
+      registers: [this.registry],
+      aggregator: 'min', // several workers: 0 when any of them cannot write
+      collect() {
+        this.set(store.health.writable ? 1 : 0)
+      },
+    })
     if (this.store.tightened.length)
       this.logger.warn({ paths: this.store.tightened }, 'the data directory was readable by every user: took that access away (it holds usage records and keys)')
     this.http = new HttpServer({
@@ -163,10 +182,16 @@ export class Service implements Host {
       scope: null,
       handler: () => {
         const ready = this.state === 'ready'
-        return {
-          status: ready ? 200 : 503,
-          body: { status: ready ? 'ready' : this.state, pipelines: Object.fromEntries(pipelines.map((p) => [p, ready ? 'running' : this.state])) },
+        const pipelineStates = Object.fromEntries(pipelines.map((p) => [p, ready ? 'running' : this.state]))
+        const health = this.store.health
+        if (ready && !health.writable) {
+          // Up, but whatever stores data answers 503: send traffic elsewhere until the store writes again.
+          return {
+            status: 503,
+            body: { status: 'store_unwritable', reason: health.reason, since: new Date(health.since ?? Date.now()).toISOString(), pipelines: pipelineStates },
+          }
         }
+        return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : this.state, pipelines: pipelineStates } }
       },
     })
     // The error reference every doc_url points to (DOC_PATH), from the package's docs/.

@@ -12,12 +12,12 @@ import type { ConfigIssue, MeterdConfig, SharedStateConfig } from '../core/confi
 import { factoryMap, runnableIssues } from '../core/graph.js'
 import { PACKAGE_ROOT } from '../core/paths.js'
 import { Service } from '../core/service.js'
-import { StartupError } from '../core/startup-error.js'
+import { StartupError, dataDirFailure } from '../core/startup-error.js'
 import { createTelemetry } from '../core/telemetry.js'
 import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import { Store } from '../store/store.js'
 import { surviveCommitFailures } from '../store/commit-failures.js'
-import { acquireDataDirLock } from '../store/lock.js'
+import { DataDirLockedError, acquireDataDirLock } from '../store/lock.js'
 import { checkDataFile } from '../store/check.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import type { SharedState } from '../ports/shared.js'
@@ -143,7 +143,12 @@ async function run(files: string[]): Promise<number> {
   const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workersFor(config)
   if (cluster.isPrimary) {
     // One daemon per data directory: its primary takes the lock (never a worker, never a CLI command).
-    const lock = acquireDataDirLock(config.storage.path)
+    let lock
+    try {
+      lock = acquireDataDirLock(config.storage.path)
+    } catch (err) {
+      throw err instanceof DataDirLockedError ? err : dataDirFailure(err, config.storage.path)
+    }
     process.on('exit', () => lock.release())
     // A damaged data file is refused here, once, rather than by every worker as it starts.
     checkDataFile(config.storage.path)

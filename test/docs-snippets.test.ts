@@ -2,7 +2,8 @@
 // (`meterd validate --config config/meterd.yaml --config snippet.yaml`), and, since merging
 // replaces lists, a snippet that sets a list of the default's service section carries the
 // whole list. A snippet that is not an override is marked `<!-- not-an-override: why -->`
-// (rare); one that drops entries on purpose says so with `<!-- replaces-lists: why -->`.
+// (rare); one that drops entries on purpose says so with `<!-- replaces-lists: why -->`, and one
+// meant to be used over the snippet before it with `<!-- with-previous ... -->`.
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
@@ -64,16 +65,20 @@ t.test('every YAML snippet of the docs is a valid override of the embedded defau
   const factories = factoryMap(FACTORIES)
   const marked = all.filter((s) => s.marks.includes('<!-- not-an-override'))
   t.ok(marked.length <= 2, `few snippets are exempt (${marked.map((s) => `${s.file}:${s.line}`).join(', ')})`)
+  let previous: { file: string; path: string } | undefined
   for (const s of all) {
     if (marked.includes(s)) continue
     const where = `${s.file}:${s.line}`
-    const path = join(dir, `snippet-${s.line}.yaml`)
+    const path = join(dir, `snippet-${s.file.replace(/\W/g, '_')}-${s.line}.yaml`)
     await import('node:fs').then((fs) => fs.writeFileSync(path, s.text))
+    // `<!-- with-previous -->`: the doc says to use it over the snippet before it, in that file.
+    const files = s.marks.includes('with-previous') && previous?.file === s.file ? [DEFAULT_CONFIG_PATH, previous.path, path] : [DEFAULT_CONFIG_PATH, path]
+    previous = { file: s.file, path }
     // No environment but the sidecar's key to its gateway, which the docs say to set: a snippet
     // must not need a variable the reader has not been told about.
-    const r = resolveConfig([DEFAULT_CONFIG_PATH, path], factories, { METERD_UPSTREAM_API_KEY: 'hak_default_sidecarsidecarsidecarsidecar' })
+    const r = resolveConfig(files, factories, { METERD_UPSTREAM_API_KEY: 'hak_default_sidecarsidecarsidecarsidecar' })
     const issues = r.issues.length ? r.issues : runnableIssues(r.config)
     t.same(issues.map((i) => `${i.path}: ${i.message}`), [], `${where} validates as an override`)
-    if (!s.marks.includes('<!-- replaces-lists')) t.same(droppedEntries(parse(s.text)), [], `${where} keeps the default's list entries`)
+    if (!/<!-- (with-previous )?replaces-lists/.test(s.marks)) t.same(droppedEntries(parse(s.text)), [], `${where} keeps the default's list entries`)
   }
 })

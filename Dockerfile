@@ -10,16 +10,19 @@ ARG NODE_IMAGE=node:20-bookworm-slim
 # ---- build: all dependencies, compile TypeScript to dist/ -------------------------------
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
+# scripts/build.js is npm ci's `prepare`; with no src/ copied yet it does nothing.
 COPY package.json package-lock.json ./
+COPY scripts ./scripts
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
-RUN npx tsc -p tsconfig.json
+RUN node scripts/build.js
 
 # ---- deps: production dependencies only (lmdb's native binary comes from its prebuilds) --
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY scripts ./scripts
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 # ---- runtime -----------------------------------------------------------------------------
@@ -33,6 +36,7 @@ COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY config ./config
+COPY docs/errors.md ./docs/errors.md
 COPY proto ./proto
 COPY ui ./ui
 COPY bin ./bin

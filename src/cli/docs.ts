@@ -80,6 +80,10 @@ function anchor(kind: Kind, type: string): string {
 
 function defaults(schema: TSchema): unknown {
   const v = Value.Default(schema, {}) as Record<string, unknown>
+  // A required key without a default is shown with its example, so the block works as an override.
+  const props = (schema as { properties?: Record<string, TSchema> }).properties ?? {}
+  for (const key of (schema as { required?: string[] }).required ?? [])
+    if (v && typeof v === 'object' && !(key in v) && props[key]?.examples?.length) v[key] = props[key].examples[0]
   return v && typeof v === 'object' && Object.keys(v).length === 0 ? {} : v
 }
 

@@ -1,150 +1,154 @@
 import cluster from 'node:cluster'
-import { parseArgs } from 'node:util'
+import { existsSync, readFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import { AggregatorRegistry } from 'prom-client'
 import { stringify } from 'yaml'
 import { FACTORIES } from '../components.js'
-import { resolveConfig } from '../core/config/resolve.js'
-import { factoryMap } from '../core/graph.js'
-import { componentType } from '../core/component.js'
-import { Service } from '../core/service.js'
+import { SECTION, componentType } from '../core/component.js'
 import { broadcast, supervise, workerCount } from '../core/cluster/supervisor.js'
 import { WorkerBus } from '../core/cluster/worker-bus.js'
-import type { MeterdConfig, SharedStateConfig } from '../core/config/schema.js'
+import { resolveConfig, type Resolved } from '../core/config/resolve.js'
+import type { ConfigIssue, MeterdConfig, SharedStateConfig } from '../core/config/schema.js'
+import { factoryMap, runnableIssues } from '../core/graph.js'
+import { PACKAGE_ROOT } from '../core/paths.js'
+import { Service } from '../core/service.js'
+import { StartupError, dataDirFailure } from '../core/startup-error.js'
 import { createTelemetry } from '../core/telemetry.js'
 import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import { Store } from '../store/store.js'
 import { surviveCommitFailures } from '../store/commit-failures.js'
-import { acquireDataDirLock } from '../store/lock.js'
+import { DataDirLockedError, acquireDataDirLock } from '../store/lock.js'
 import { checkDataFile } from '../store/check.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import type { SharedState } from '../ports/shared.js'
-import { WEBHOOK_USAGE, webhookCommand } from './webhook.js'
-import { REPRICE_USAGE, repriceCommand } from './reprice.js'
-import { DOCTOR_HELP, DOCTOR_USAGE, doctorCommand } from './doctor.js'
+import { CONFIG_OPTION, EX_CONFIG, EX_USAGE, ExitError, UsageError, defineCommand, parseCommandArgs, synopsis, usageOf, wantsHelp, type Command } from './command.js'
+import { WEBHOOK_COMMANDS } from './webhook.js'
+import { REPRICE_COMMAND } from './reprice.js'
+import { DOCTOR_HELP, doctorCommand } from './doctor.js'
 
-/** sysexits.h EX_CONFIG: what `validate` and `run` exit with on a bad config. */
-export const EX_CONFIG = 78
-const EX_USAGE = 64
-
-const USAGE = `usage: meterd [command] [--config FILE ...]
-
-commands:
-  run            start the daemon (the default)
-  validate       check a config without starting anything; exit 78 when it is bad
-  print-config   print the merged, defaulted config
-  components     list the component types this build knows
-  docs           print the configuration reference (Markdown) generated from the schemas
-  keys create --team T --scopes S[,S...] [--account A] [--tenant T] [--environment E] [--name N] [--json]
-  keys list [--json]
-  keys revoke KEY_ID
-${WEBHOOK_USAGE}
-${REPRICE_USAGE}
-${DOCTOR_USAGE}
-
-Without --config, the embedded config/meterd.yaml is used.`
+export { EX_CONFIG, EX_USAGE }
 
 export async function main(argv: string[]): Promise<void> {
-  const [first, ...rest] = argv
-  const command = first && !first.startsWith('-') ? first : 'run'
-  const args = command === first ? rest : argv
   try {
-    process.exitCode = await dispatch(command, args)
+    process.exitCode = await dispatch(argv)
   } catch (err) {
-    if ((err as Error).message) process.stderr.write(`meterd: ${(err as Error).message}\n`)
-    process.exitCode = (err as { exitCode?: number }).exitCode ?? 1
+    process.exitCode = report(err)
+    // A failed start may leave a handle behind (a half-bound gRPC server): do not wait for it.
+    setTimeout(() => process.exit(), 500).unref()
   }
 }
 
-class UsageError extends Error {
-  exitCode = EX_USAGE
-}
-
-function options(args: string[], extra: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {}) {
-  try {
-    return parseArgs({ args, allowPositionals: true, options: { config: { type: 'string', multiple: true, short: 'c' }, help: { type: 'boolean', short: 'h' }, ...extra } })
-  } catch (err) {
-    throw new UsageError(`${(err as Error).message}\n${USAGE}`)
+/** One line (or the config's issue list) on stderr; a usage error adds the command's usage. */
+function report(err: unknown): number {
+  if (err instanceof UsageError) {
+    process.stderr.write(`meterd: ${err.message}\n\n${err.command ? usageOf(err.command) : globalUsage()}\n`)
+    return err.exitCode
   }
+  if (err instanceof StartupError || err instanceof ExitError) {
+    if (err.message) process.stderr.write(`meterd: ${err.message}\n`)
+    return err.exitCode
+  }
+  process.stderr.write(`meterd: ${(err as Error)?.message ?? String(err)}\n`)
+  return (err as { exitCode?: number })?.exitCode ?? 1
 }
 
-function configOrExit(files: string[]) {
+async function dispatch(argv: string[]): Promise<number> {
+  const [first, second] = argv
+  if (first === '--version' || first === '-V' || first === 'version') return version()
+  if (first === undefined || first.startsWith('-')) {
+    if (first === '--help' || first === '-h') return help()
+    return runCommand(RUN, argv)
+  }
+  if (first === 'help') {
+    const c = second && (COMMANDS.find((c) => c.name === `${second} ${argv[2] ?? ''}`.trim()) ?? COMMANDS.find((c) => c.name === second))
+    if (!c) return help()
+    process.stdout.write(usageOf(c) + '\n')
+    return 0
+  }
+  const two = COMMANDS.find((c) => second !== undefined && c.name === `${first} ${second}`)
+  if (two) return runCommand(two, argv.slice(2))
+  const one = COMMANDS.find((c) => c.name === first)
+  if (one) return runCommand(one, argv.slice(1))
+  const group = COMMANDS.filter((c) => c.name.startsWith(`${first} `))
+  if (group.length) {
+    const usage = group.map((c) => `usage: ${synopsis(c)}\n  ${c.summary}`).join('\n') + '\n'
+    if (second === '--help' || second === '-h') {
+      process.stdout.write(usage)
+      return 0
+    }
+    if (second === undefined) {
+      process.stderr.write(`meterd: ${first} needs a subcommand\n\n${usage}`)
+      return EX_USAGE
+    }
+    throw new UsageError(`${first}: unknown subcommand "${second}" (${group.map((c) => c.name.split(' ')[1]).join(', ')})`)
+  }
+  throw new UsageError(`unknown command "${first}"`)
+}
+
+async function runCommand(c: Command, args: string[]): Promise<number> {
+  if (wantsHelp(args)) {
+    process.stdout.write(usageOf(c) + '\n')
+    return 0
+  }
+  const { values, positionals } = parseCommandArgs(c, args)
+  return c.run(values as never, positionals)
+}
+
+function globalUsage(): string {
+  const width = Math.max(...COMMANDS.map((c) => c.name.length)) + 2
+  return [
+    'usage: meterd [COMMAND] [OPTIONS]',
+    '',
+    'commands:',
+    ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}${c.summary}`),
+    '',
+    'Without a command, meterd runs the daemon. `meterd COMMAND --help` shows a command\'s options;',
+    '`meterd --version` the version. Without --config, the embedded config/meterd.yaml is used.',
+  ].join('\n')
+}
+
+function help(): number {
+  process.stdout.write(globalUsage() + '\n')
+  return 0
+}
+
+function version(): number {
+  const pkg = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }
+  process.stdout.write(`meterd ${pkg.version} (node ${process.versions.node})\n`)
+  return 0
+}
+
+/** The merged, checked config, or exit 78 with every issue on stderr. */
+function configOrExit(files: string[], opts: { toRun?: boolean } = {}): Resolved {
   const resolved = resolveConfig(files, factoryMap(FACTORIES))
+  if (opts.toRun && !resolved.issues.length) resolved.issues.push(...runnableIssues(resolved.config), ...workerIssues(resolved.config))
   if (resolved.issues.length) {
     process.stderr.write(`meterd: the config is not valid (${resolved.issues.length} error${resolved.issues.length > 1 ? 's' : ''}):\n`)
     for (const i of resolved.issues) process.stderr.write(`  ${i.path}: ${i.message}\n`)
-    throw Object.assign(new Error(''), { exitCode: EX_CONFIG })
+    throw new ExitError('', EX_CONFIG)
   }
   return resolved
 }
 
-async function dispatch(command: string, args: string[]): Promise<number> {
-  switch (command) {
-    case 'run': {
-      const { values } = options(args)
-      if (values.help) return help()
-      return run(values.config ?? [])
-    }
-    case 'validate': {
-      const { values } = options(args)
-      configOrExit(values.config ?? [])
-      process.stdout.write('meterd: the config is valid\n')
-      return 0
-    }
-    case 'print-config': {
-      const { values } = options(args)
-      process.stdout.write(stringify(configOrExit(values.config ?? []).config))
-      return 0
-    }
-    case 'components': {
-      for (const kind of ['receiver', 'processor', 'exporter', 'connector', 'extension'] as const) {
-        process.stdout.write(`${kind}s:\n`)
-        for (const f of FACTORIES.filter((f) => f.kind === kind)) {
-          const signals = 'signals' in f ? ` [${f.signals.join(', ')}]` : 'connects' in f ? ` [${f.connects.map(([a, b]) => `${a}→${b}`).join(', ')}]` : ''
-          process.stdout.write(`  ${f.type.padEnd(14)} ${f.description}${signals}\n`)
-        }
-      }
-      return 0
-    }
-    case 'docs': process.stdout.write((await import('./docs.js')).renderConfigReference()); return 0
-    case 'webhook':
-      return webhookCommand(args)
-    case 'keys':
-      return keys(args)
-    case 'reprice':
-      return repriceCommand(args, configOrExit)
-    case 'doctor': {
-      let values
-      try {
-        ;({ values } = parseArgs({ args, options: { config: { type: 'string', multiple: true, short: 'c' }, help: { type: 'boolean', short: 'h' }, 'data-dir': { type: 'string' } } }))
-      } catch (err) {
-        throw new UsageError(`${(err as Error).message}\n${DOCTOR_HELP}`)
-      }
-      if (values.help) {
-        process.stdout.write(DOCTOR_HELP + '\n')
-        return 0
-      }
-      const dir = values['data-dir'] ?? configOrExit(values.config ?? []).config.storage.path
-      return doctorCommand(dir, (line) => process.stdout.write(line + '\n'))
-    }
-    case 'help':
-    case '--help':
-      return help()
-    default:
-      throw new UsageError(`unknown command "${command}"\n${USAGE}`)
-  }
-}
-
-function help(): number {
-  process.stdout.write(USAGE + '\n')
-  return 0
-}
+const RUN = defineCommand({
+  name: 'run',
+  summary: 'start the daemon (the default command)',
+  details: 'Exits 78 with one line naming the cause and the fix when the config is bad or a port, address or data directory cannot be used.',
+  options: CONFIG_OPTION,
+  run: (v) => run(v.config ?? []),
+})
 
 async function run(files: string[]): Promise<number> {
-  const { config, plan } = configOrExit(files)
+  const { config, plan } = configOrExit(files, { toRun: true })
   const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workersFor(config)
   if (cluster.isPrimary) {
     // One daemon per data directory: its primary takes the lock (never a worker, never a CLI command).
-    const lock = acquireDataDirLock(config.storage.path)
+    let lock
+    try {
+      lock = acquireDataDirLock(config.storage.path)
+    } catch (err) {
+      throw err instanceof DataDirLockedError ? err : dataDirFailure(err, config.storage.path)
+    }
     process.on('exit', () => lock.release())
     // A damaged data file is refused here, once, rather than by every worker as it starts.
     checkDataFile(config.storage.path)
@@ -190,24 +194,28 @@ async function run(files: string[]): Promise<number> {
   try {
     await service.start()
   } catch (err) {
-    service.logger.error({ err }, 'start failed')
+    // A cause the operator can fix is one line; anything else is logged with its stack as well.
+    if (!(err instanceof StartupError)) service.logger.error({ err }, 'start failed')
     await service.shutdown().catch(() => undefined)
-    return 1
+    service.logger.flush?.()
+    if (err instanceof StartupError) throw err
+    throw new ExitError(`start failed: ${(err as Error).message}`, 1)
   }
   bus?.ready()
   return await new Promise<number>(() => undefined) // runs until a signal
 }
 
-/**
- * How many workers: `auto` is one per core, except that a daemon with an `upstream` exporter
- * (a sidecar: one sender per queue) runs as one process; asking for more with one is a config error.
- */
-function workersFor(config: MeterdConfig): number {
+/** `server.workers` against the components: an `upstream` exporter (a sidecar) has one sender per queue. */
+function workerIssues(config: MeterdConfig): ConfigIssue[] {
   const single = Object.keys(config.exporters ?? {}).filter((id) => componentType(id) === 'upstream')
-  if (single.length === 0) return workerCount(config.server.workers)
-  if (config.server.workers === 'auto' || config.server.workers === 1) return 1
-  process.stderr.write(`meterd: server.workers: ${config.server.workers} cannot run exporter ${single[0]} (upstream): its queue has one sender; set server.workers to 1 or auto\n`)
-  throw Object.assign(new Error(''), { exitCode: EX_CONFIG })
+  if (single.length === 0 || config.server.workers === 'auto' || config.server.workers === 1) return []
+  return [{ path: 'server.workers', message: `${config.server.workers} cannot run exporter ${single[0]} (upstream): its queue has one sender; set server.workers to 1 or auto` }]
+}
+
+/** How many workers: `auto` is one per core, except that a daemon with an `upstream` exporter (a sidecar) runs as one process. */
+function workersFor(config: MeterdConfig): number {
+  const single = Object.keys(config.exporters ?? {}).some((id) => componentType(id) === 'upstream')
+  return single ? 1 : workerCount(config.server.workers)
 }
 
 /** The primary of a daemon with several workers: it serves nothing itself (core/cluster/supervisor.ts). */
@@ -226,78 +234,177 @@ async function runSupervisor(config: MeterdConfig, workers: number): Promise<num
   process.exit(code)
 }
 
-async function keys(args: string[]): Promise<number> {
-  const [sub, ...rest] = args
-  const { values, positionals } = parseArgs({
-    args: rest,
-    allowPositionals: true,
-    options: {
-    config: { type: 'string', multiple: true, short: 'c' },
-    team: { type: 'string' },
-    scopes: { type: 'string' },
-    account: { type: 'string' },
-    tenant: { type: 'string' },
-    environment: { type: 'string' },
-    name: { type: 'string' },
-    json: { type: 'boolean' },
-    },
-  })
-  const { config } = configOrExit(values.config ?? [])
-  const store = new Store({ path: config.storage.path, maxSizeMb: config.storage.max_size_mb })
+const VALIDATE = defineCommand({
+  name: 'validate',
+  summary: 'check a config as `run` does before it listens (schemas, graph, files, extensions, endpoints), starting nothing; exit 78 when it is bad',
+  options: CONFIG_OPTION,
+  async run(v) {
+    configOrExit(v.config ?? [], { toRun: true })
+    process.stdout.write('meterd: the config is valid\n')
+    return 0
+  },
+})
+
+const PRINT_CONFIG = defineCommand({
+  name: 'print-config',
+  summary: 'print the merged config with every default filled in, components included',
+  options: CONFIG_OPTION,
+  async run(v) {
+    const { config, plan } = configOrExit(v.config ?? [])
+    // The components as they will run: their own schema's defaults filled in.
+    const out = structuredClone(config) as unknown as Record<string, Record<string, unknown>>
+    for (const c of plan.components.values()) out[SECTION[c.kind]][c.id] = c.config
+    process.stdout.write(stringify(out))
+    return 0
+  },
+})
+
+const COMPONENTS = defineCommand({
+  name: 'components',
+  summary: 'list the receivers, processors, exporters, connectors and extensions this build knows',
+  options: {},
+  async run() {
+    for (const kind of ['receiver', 'processor', 'exporter', 'connector', 'extension'] as const) {
+      process.stdout.write(`${kind}s:\n`)
+      for (const f of FACTORIES.filter((f) => f.kind === kind)) {
+        const signals = 'signals' in f ? ` [${f.signals.join(', ')}]` : 'connects' in f ? ` [${f.connects.map(([a, b]) => `${a}→${b}`).join(', ')}]` : ''
+        process.stdout.write(`  ${f.type.padEnd(14)} ${f.description}${signals}\n`)
+      }
+    }
+    return 0
+  },
+})
+
+const DOCS = defineCommand({
+  name: 'docs',
+  summary: 'print the configuration reference (Markdown) generated from the schemas',
+  options: {},
+  async run() {
+    process.stdout.write((await import('./docs.js')).renderConfigReference())
+    return 0
+  },
+})
+
+const KEYS_OPTIONS = {
+  ...CONFIG_OPTION,
+  init: { type: 'boolean', help: 'create the data directory if it holds no store yet (otherwise that is an error)' },
+} as const
+
+/**
+ * The store of the config's data directory. A directory without a store is refused unless
+ * `init`: a key written there would be one the daemon, reading another directory, never sees.
+ */
+async function withKeyStore<T>(files: string[], init: boolean | undefined, fn: (ks: KeyStore) => Promise<T>): Promise<T> {
+  const { config } = configOrExit(files)
+  const path = config.storage.path
+  if (!init && !existsSync(join(path, 'data.mdb'))) {
+    const shown = path === resolve(path) ? path : `${path} (${resolve(path)})`
+    throw new ExitError(
+      `no data directory at ${shown} — is the daemon using another storage.path? Pass its --config or set METERD_DATA_DIR to its data directory (or --init to create a new one here)`,
+      EX_CONFIG,
+    )
+  }
+  const store = new Store({ path, maxSizeMb: config.storage.max_size_mb })
   const ks = new KeyStore(store)
   // Gateway cluster: the change goes to every replica at once (docs/deployment.md).
   const shared = config.server.shared_state.backend === 'redis' ? await openSharedState(config.server.shared_state.redis, store) : undefined
-  if (shared) await ks.share(shared.tables)
   try {
-    switch (sub) {
-      case 'create': {
-        if (!values.team) throw new UsageError('keys create needs --team')
-        if (!values.scopes) throw new UsageError('keys create needs --scopes (metering:write, analytics:read, platform:read, platform:write, admin)')
-        let scopes
-        try {
-          scopes = parseScopes(values.scopes)
-        } catch (err) {
-          throw new UsageError((err as Error).message)
-        }
-        const { key, record, account } = await ks.create({
-          team: values.team,
-          scopes,
-          account: values.account,
-          tenant: values.tenant,
-          environment: values.environment,
-          name: values.name,
-        })
-        const how = { given: '', team: ` (the account of team ${record.team})`, default: ' (the default; choose one with --account)' }[account]
-        if (values.json) process.stdout.write(JSON.stringify({ key, ...record, accountChosen: account }) + '\n')
-        else process.stdout.write(`${key}\n# id ${record.id}, account ${record.account}${how}, team ${record.team}, scopes ${record.scopes.join(',')}; shown only once\n`)
-        return 0
-      }
-      case 'list': {
-        const list = ks.list()
-        if (values.json) process.stdout.write(JSON.stringify(list) + '\n')
-        else
-          for (const k of list)
-            process.stdout.write(`${k.id}  ${k.prefix}…  account=${k.account} team=${k.team} env=${k.environment} scopes=${k.scopes.join(',')}${k.revoked ? ' REVOKED' : ''}  ${k.name}\n`)
-        return 0
-      }
-      case 'revoke': {
-        const id = positionals[0]
-        if (!id) throw new UsageError('keys revoke needs a key id (see keys list)')
-        if (!(await ks.revoke(id))) {
-          process.stderr.write(`meterd: no key with id ${id}\n`)
-          return 1
-        }
-        process.stdout.write(`revoked ${id}\n`)
-        return 0
-      }
-      default:
-        throw new UsageError(`keys: unknown subcommand "${sub ?? ''}"\n${USAGE}`)
-    }
+    if (shared) await ks.share(shared.tables)
+    return await fn(ks)
   } finally {
     await shared?.close()
     await store.close()
   }
 }
+
+const KEYS_CREATE = defineCommand({
+  name: 'keys create',
+  summary: 'create an API key in the data directory (works beside a running daemon); prints the key once',
+  options: {
+    team: { type: 'string', arg: 'TEAM', required: true, help: 'the team the key acts for (required)' },
+    scopes: { type: 'string', arg: 'S[,S...]', required: true, help: 'metering:write, analytics:read, platform:read, platform:write, admin (required)' },
+    account: { type: 'string', arg: 'ACCOUNT', help: "the rate-limit account (default: the team's account, else `default`)" },
+    tenant: { type: 'string', arg: 'TENANT', help: 'tenant label stamped on records (default `default`)' },
+    environment: { type: 'string', arg: 'ENV', help: 'environment label stamped on records (default `production`)' },
+    name: { type: 'string', arg: 'NAME', help: 'a note shown by keys list' },
+    json: { type: 'boolean', help: 'print the key and its record as JSON' },
+    ...KEYS_OPTIONS,
+  },
+  async run(v) {
+    if (!v.team) throw new UsageError('keys create needs --team', KEYS_CREATE)
+    if (!v.scopes) throw new UsageError('keys create needs --scopes', KEYS_CREATE)
+    let scopes
+    try {
+      scopes = parseScopes(v.scopes)
+    } catch (err) {
+      throw new UsageError((err as Error).message, KEYS_CREATE)
+    }
+    return withKeyStore(v.config ?? [], v.init, async (ks) => {
+      const { key, record, account } = await ks.create({ team: v.team!, scopes, account: v.account, tenant: v.tenant, environment: v.environment, name: v.name })
+      const how = { given: '', team: ` (the account of team ${record.team})`, default: ' (the default; choose one with --account)' }[account]
+      if (v.json) process.stdout.write(JSON.stringify({ key, ...record, accountChosen: account }) + '\n')
+      else process.stdout.write(`${key}\n# id ${record.id}, account ${record.account}${how}, team ${record.team}, scopes ${record.scopes.join(',')}; shown only once\n`)
+      return 0
+    })
+  },
+})
+
+const KEYS_LIST = defineCommand({
+  name: 'keys list',
+  summary: 'list the API keys of the data directory (never the keys themselves)',
+  options: { json: { type: 'boolean', help: 'print a JSON array' }, ...CONFIG_OPTION },
+  run: (v) =>
+    withKeyStore(v.config ?? [], false, async (ks) => {
+      const list = ks.list()
+      if (v.json) process.stdout.write(JSON.stringify(list) + '\n')
+      else
+        for (const k of list)
+          process.stdout.write(`${k.id}  ${k.prefix}…  account=${k.account} team=${k.team} env=${k.environment} scopes=${k.scopes.join(',')}${k.revoked ? ' REVOKED' : ''}  ${k.name}\n`)
+      return 0
+    }),
+})
+
+const KEYS_REVOKE = defineCommand({
+  name: 'keys revoke',
+  positionals: 'KEY_ID',
+  maxPositionals: 1,
+  summary: 'revoke a key by its id (see keys list); the running daemon refuses it within 10 ms',
+  options: CONFIG_OPTION,
+  async run(v, [id]) {
+    if (!id) throw new UsageError('keys revoke needs a key id (see keys list)', KEYS_REVOKE)
+    return withKeyStore(v.config ?? [], false, async (ks) => {
+      if (!(await ks.revoke(id))) throw new ExitError(`no key with id ${id}`, 1)
+      process.stdout.write(`revoked ${id}\n`)
+      return 0
+    })
+  },
+})
+
+const DOCTOR = defineCommand({
+  name: 'doctor',
+  summary: 'check a data directory offline; exit 0 when sound, 65 when damaged or missing',
+  details: DOCTOR_HELP.split('\n').slice(1).join('\n').trim(),
+  options: { 'data-dir': { type: 'string', arg: 'DIR', help: "the data directory (default: the config's storage.path)" }, ...CONFIG_OPTION },
+  async run(v) {
+    const dir = v['data-dir'] ?? configOrExit(v.config ?? []).config.storage.path
+    return doctorCommand(dir, (line) => process.stdout.write(line + '\n'))
+  },
+})
+
+/** Every command, in the order `meterd --help` lists them. Add a command here (and nowhere else). */
+export const COMMANDS: Command[] = [
+  RUN,
+  VALIDATE,
+  PRINT_CONFIG,
+  COMPONENTS,
+  DOCS,
+  KEYS_CREATE,
+  KEYS_LIST,
+  KEYS_REVOKE,
+  ...WEBHOOK_COMMANDS,
+  REPRICE_COMMAND(configOrExit),
+  DOCTOR,
+]
 
 async function openSharedState(redis: SharedStateConfig['redis'], store: Store): Promise<SharedState> {
   const { openRedisSharedState } = await import('../store/redis/index.js')

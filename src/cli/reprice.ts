@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util'
+import { CONFIG_OPTION, UsageError, defineCommand, type Command } from './command.js'
 import { checkAgainst, type MeterdConfig } from '../core/config/schema.js'
 import { schema as toolsSchema } from '../extensions/tools/index.js'
 import { declaredTools } from '../extensions/tools/index.js'
@@ -9,36 +9,30 @@ import { loadMediaPriceBook, loadPriceBook, schema as pricingSchema, toolOptions
 import { reprice } from '../domain/pricing/reprice.js'
 import { Store } from '../store/store.js'
 
-export const REPRICE_USAGE = '  reprice [--from ISO] [--to ISO] [--kind completion|tool|image|audio|video] [--team T] [--dry-run] [--json]'
-
-class UsageError extends Error {
-  exitCode = 64
-}
-
 /**
  * `meterd reprice`: prices the records stored unpriced whose event time is in [from, to), with
  * the price book and tool registry of the given config. Safe beside a running daemon (LMDB is
  * shared across processes and every update is one transaction).
  */
-export async function repriceCommand(args: string[], configOrExit: (files: string[]) => { config: MeterdConfig }): Promise<number> {
-  let parsed
-  try {
-    parsed = parseArgs({
-      args,
-      options: {
-        config: { type: 'string', multiple: true, short: 'c' },
-        from: { type: 'string' },
-        to: { type: 'string' },
-        kind: { type: 'string' },
-        team: { type: 'string' },
-        'dry-run': { type: 'boolean' },
-        json: { type: 'boolean' },
-      },
-    })
-  } catch (err) {
-    throw new UsageError(`${(err as Error).message}\nusage: meterd${REPRICE_USAGE}`)
-  }
-  const v = parsed.values
+export const REPRICE_COMMAND = (configOrExit: (files: string[]) => { config: MeterdConfig }): Command =>
+  defineCommand({
+    name: 'reprice',
+    summary: 'price the stored records that were stored unpriced (their model or tool was unknown then); safe beside a running daemon',
+    options: {
+      ...CONFIG_OPTION,
+      from: { type: 'string', arg: 'ISO', help: 'only records whose event time is at or after this date-time' },
+      to: { type: 'string', arg: 'ISO', help: 'only records whose event time is before this date-time' },
+      kind: { type: 'string', arg: 'KIND', help: `only this kind: ${USAGE_KINDS.join(', ')}` },
+      team: { type: 'string', arg: 'TEAM', help: 'only this team' },
+      'dry-run': { type: 'boolean', help: 'count what would be priced, change nothing' },
+      json: { type: 'boolean', help: 'print the result as JSON' },
+    },
+    run: (v) => repriceCommand(v, configOrExit),
+  })
+
+type RepriceValues = { config?: string[]; from?: string; to?: string; kind?: string; team?: string; 'dry-run'?: boolean; json?: boolean }
+
+async function repriceCommand(v: RepriceValues, configOrExit: (files: string[]) => { config: MeterdConfig }): Promise<number> {
   for (const f of ['from', 'to'] as const) if (v[f] !== undefined && !isDateTime(v[f]!)) throw new UsageError(`--${f} must be an ISO-8601 date-time`)
   if (v.kind !== undefined && !USAGE_KINDS.includes(v.kind as UsageKind)) throw new UsageError(`--kind must be one of ${USAGE_KINDS.join(', ')}`)
   const { config } = configOrExit(v.config ?? [])

@@ -1,14 +1,7 @@
 import { createServer } from 'node:http'
 import { readFileSync } from 'node:fs'
-import { parseArgs } from 'node:util'
+import { UsageError, defineCommand, type Command } from './command.js'
 import { verifyWebhook, WebhookDeduplicator, DEFAULT_TOLERANCE_SECONDS } from '../domain/webhooks/verify.js'
-
-export const WEBHOOK_USAGE = `  webhook verify --secret S [--secret S2] --headers h.txt --body b.bin [--tolerance SEC] [--now EPOCH_S] [--vendor-word W]
-  webhook listen --port P --secret S [--secret S2] [--host 127.0.0.1] [--vendor-word W]`
-
-class UsageError extends Error {
-  exitCode = 64
-}
 
 /** `Name: value` lines (curl -D / raw HTTP); a status line and blank lines are skipped. */
 export function parseHeaderFile(text: string): Record<string, string> {
@@ -23,88 +16,96 @@ export function parseHeaderFile(text: string): Record<string, string> {
   return out
 }
 
-/** `meterd webhook verify|listen`: the receiving side, for customers testing their endpoint. */
-export async function webhookCommand(args: string[]): Promise<number> {
-  const [sub, ...rest] = args
-  let parsed
-  try {
-    parsed = parseArgs({
-      args: rest,
-      options: {
-        secret: { type: 'string', multiple: true },
-        headers: { type: 'string' },
-        body: { type: 'string' },
-        tolerance: { type: 'string' },
-        now: { type: 'string' },
-        'vendor-word': { type: 'string' },
-        port: { type: 'string' },
-        host: { type: 'string' },
-      },
-    })
-  } catch (err) {
-    throw new UsageError(`${(err as Error).message}\nusage:\n${WEBHOOK_USAGE}`)
-  }
-  const v = parsed.values
-  const secrets = v.secret ?? []
-  if (secrets.length === 0) throw new UsageError(`webhook ${sub ?? ''}: --secret is required\nusage:\n${WEBHOOK_USAGE}`)
-  const vendorWord = v['vendor-word'] ?? 'Service'
-  const toleranceSeconds = v.tolerance !== undefined ? Number(v.tolerance) : DEFAULT_TOLERANCE_SECONDS
+const SECRET = { type: 'string', multiple: true, required: true, arg: 'S', help: 'a signing secret (whsec_…); give two during a rotation (required)' } as const
+const VENDOR_WORD = { type: 'string', arg: 'W', help: 'the word in the header names, X-W-Signature-256 (default Service)' } as const
+const TOLERANCE = { type: 'string', arg: 'SEC', help: `accepted clock skew in seconds (default ${DEFAULT_TOLERANCE_SECONDS})` } as const
 
-  switch (sub) {
-    case 'verify': {
-      if (!v.headers || !v.body) throw new UsageError(`webhook verify needs --headers FILE and --body FILE\nusage:\n${WEBHOOK_USAGE}`)
-      const headers = parseHeaderFile(readFileSync(v.headers, 'utf8'))
-      const body = readFileSync(v.body)
-      const now = v.now !== undefined ? Number(v.now) * 1000 : undefined
-      const r = verifyWebhook(body, headers, { secrets, toleranceSeconds, now, vendorWord })
-      if (r.ok) {
-        process.stdout.write(`valid: signature matches, timestamp ${r.timestamp}${r.eventId ? `, event ${r.eventId}` : ''}\n`)
-        return 0
-      }
-      process.stdout.write(`INVALID: ${r.reason}: ${r.message}\n`)
-      return 1
-    }
-    case 'listen': {
-      const port = Number(v.port ?? '')
-      if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError('webhook listen needs --port P')
-      const host = v.host ?? '127.0.0.1'
-      const dedup = new WebhookDeduplicator()
-      const server = createServer((req, res) => {
-        const chunks: Buffer[] = []
-        req.on('data', (c: Buffer) => chunks.push(c))
-        req.on('end', () => {
-          const body = Buffer.concat(chunks)
-          // Verify on the raw bytes before anything else (SPEC Receiver rules 1 and 6).
-          const r = verifyWebhook(body, req.headers, { secrets, toleranceSeconds, vendorWord })
-          let event: { id?: string; type?: string } = {}
-          try {
-            event = JSON.parse(body.toString('utf8'))
-          } catch {}
-          if (!r.ok) {
-            process.stdout.write(JSON.stringify({ verdict: 'rejected', reason: r.reason, message: r.message, path: req.url }) + '\n')
-            res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: r.reason }))
-            return
-          }
-          const key = WebhookDeduplicator.keyOf({ eventId: event.id ?? r.eventId, timestamp: r.timestamp, rawBody: body })
-          const first = dedup.firstSeen(key)
-          process.stdout.write(JSON.stringify({ verdict: first ? 'verified' : 'duplicate', eventId: event.id, type: event.type, timestamp: r.timestamp, body: event }) + '\n')
-          res.writeHead(200, { 'content-type': 'application/json' }).end('{"received":true}')
-        })
-      })
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject)
-        server.listen(port, host, () => resolve())
-      })
-      const addr = server.address() as { port: number }
-      process.stdout.write(`listening on http://${host}:${addr.port}/ — verifying with ${secrets.length} secret(s); Ctrl-C to stop\n`)
-      await new Promise<void>((resolve) => {
-        process.once('SIGINT', resolve)
-        process.once('SIGTERM', resolve)
-      })
-      server.close()
+const toleranceOf = (v: string | undefined): number => (v !== undefined ? Number(v) : DEFAULT_TOLERANCE_SECONDS)
+
+/** `meterd webhook verify`: checks one saved delivery, as a receiver would. */
+const WEBHOOK_VERIFY: Command = defineCommand({
+  name: 'webhook verify',
+  summary: 'verify a saved webhook delivery (headers and raw body) against signing secrets',
+  options: {
+    secret: SECRET,
+    headers: { type: 'string', required: true, arg: 'FILE', help: 'the delivery\'s headers, `Name: value` lines as curl -D writes them (required)' },
+    body: { type: 'string', required: true, arg: 'FILE', help: 'the raw body, byte for byte (required)' },
+    tolerance: TOLERANCE,
+    now: { type: 'string', arg: 'EPOCH_S', help: 'verify as if it were this time (seconds since the epoch)' },
+    'vendor-word': VENDOR_WORD,
+  },
+  async run(v) {
+    const secrets = v.secret ?? []
+    if (secrets.length === 0) throw new UsageError('webhook verify needs --secret', WEBHOOK_VERIFY)
+    if (!v.headers || !v.body) throw new UsageError('webhook verify needs --headers FILE and --body FILE', WEBHOOK_VERIFY)
+    const headers = parseHeaderFile(readFileSync(v.headers, 'utf8'))
+    const body = readFileSync(v.body)
+    const now = v.now !== undefined ? Number(v.now) * 1000 : undefined
+    const r = verifyWebhook(body, headers, { secrets, toleranceSeconds: toleranceOf(v.tolerance), now, vendorWord: v['vendor-word'] ?? 'Service' })
+    if (r.ok) {
+      process.stdout.write(`valid: signature matches, timestamp ${r.timestamp}${r.eventId ? `, event ${r.eventId}` : ''}\n`)
       return 0
     }
-    default:
-      throw new UsageError(`webhook: unknown subcommand "${sub ?? ''}"\nusage:\n${WEBHOOK_USAGE}`)
-  }
-}
+    process.stdout.write(`INVALID: ${r.reason}: ${r.message}\n`)
+    return 1
+  },
+})
+
+/** `meterd webhook listen`: a receiving endpoint for customers testing their setup. */
+const WEBHOOK_LISTEN: Command = defineCommand({
+  name: 'webhook listen',
+  summary: 'run a local webhook receiver that verifies every delivery and prints it as a JSON line',
+  options: {
+    port: { type: 'string', required: true, arg: 'P', help: 'the port to listen on (required; 0 for any)' },
+    host: { type: 'string', arg: 'HOST', help: 'the address to listen on (default 127.0.0.1)' },
+    secret: SECRET,
+    tolerance: TOLERANCE,
+    'vendor-word': VENDOR_WORD,
+  },
+  async run(v) {
+    const secrets = v.secret ?? []
+    if (secrets.length === 0) throw new UsageError('webhook listen needs --secret', WEBHOOK_LISTEN)
+    const port = Number(v.port ?? '')
+    if (v.port === undefined || !Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError('webhook listen needs --port P', WEBHOOK_LISTEN)
+    const host = v.host ?? '127.0.0.1'
+    const toleranceSeconds = toleranceOf(v.tolerance)
+    const vendorWord = v['vendor-word'] ?? 'Service'
+    const dedup = new WebhookDeduplicator()
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (c: Buffer) => chunks.push(c))
+      req.on('end', () => {
+        const body = Buffer.concat(chunks)
+        // Verify on the raw bytes before anything else (SPEC Receiver rules 1 and 6).
+        const r = verifyWebhook(body, req.headers, { secrets, toleranceSeconds, vendorWord })
+        let event: { id?: string; type?: string } = {}
+        try {
+          event = JSON.parse(body.toString('utf8'))
+        } catch {}
+        if (!r.ok) {
+          process.stdout.write(JSON.stringify({ verdict: 'rejected', reason: r.reason, message: r.message, path: req.url }) + '\n')
+          res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: r.reason }))
+          return
+        }
+        const key = WebhookDeduplicator.keyOf({ eventId: event.id ?? r.eventId, timestamp: r.timestamp, rawBody: body })
+        const first = dedup.firstSeen(key)
+        process.stdout.write(JSON.stringify({ verdict: first ? 'verified' : 'duplicate', eventId: event.id, type: event.type, timestamp: r.timestamp, body: event }) + '\n')
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"received":true}')
+      })
+    })
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject)
+      server.listen(port, host, () => resolve())
+    })
+    const addr = server.address() as { port: number }
+    process.stdout.write(`listening on http://${host}:${addr.port}/ — verifying with ${secrets.length} secret(s); Ctrl-C to stop\n`)
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', resolve)
+      process.once('SIGTERM', resolve)
+    })
+    server.close()
+    return 0
+  },
+})
+
+export const WEBHOOK_COMMANDS: Command[] = [WEBHOOK_VERIFY, WEBHOOK_LISTEN]

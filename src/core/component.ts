@@ -72,12 +72,16 @@ interface FactoryBase<S extends TSchema> {
   /** One schema: the TypeScript type, the defaults, validation with paths and the config reference. */
   schema: S
   /**
-   * Checks what a schema cannot (a condition's syntax and fields, the pipelines a route names),
-   * so `meterd validate` reports it with its path; run by plan() on a config the schema accepted.
+   * The checks its schema cannot make and `start` would otherwise make too late: a condition's
+   * syntax, the pipelines a route names, files it reads, other components it needs, endpoints it
+   * listens on — everything that needs no port, store or network. plan() runs it for the
+   * components the service uses, on a config the schema accepted, so `meterd validate` and `meterd run` report the same, with paths. Issues are
+   * returned (full paths) or reported through `ctx.issue` (paths below the component).
    */
-  check?(config: Static<S>, ctx: CheckContext): ConfigIssue[]
+  check?(config: Static<S>, ctx: CheckContext): ConfigIssue[] | void
 }
 
+/** What a factory's `check` can ask about the rest of the config, and where it reports. */
 export interface CheckContext {
   id: string
   /** Config path of the component (`connectors.routing`); issues name paths below it. */
@@ -85,6 +89,12 @@ export interface CheckContext {
   /** The signals it is used with: a processor's pipelines, a connector's exporting pipelines. */
   signals: Signal[]
   pipelines: MeterdConfig['service']['pipelines']
+  /** Reports a problem at a path relative to the component (`grpc.endpoint`; '' for the component itself). */
+  issue(path: string, message: string): void
+  /** The type of the extension with this id when it is configured and listed in service.extensions. */
+  extensionType(id: string): string | undefined
+  /** Checks a listener's `host:port` and that no other listener of the config takes the same port. */
+  listener(path: string, endpoint: string): void
 }
 
 export interface ReceiverFactory<S extends TSchema = TSchema> extends FactoryBase<S> {

@@ -14,7 +14,12 @@ export type ErrorType =
   | 'rate_limit_error'
   | 'api_error'
 
-export const DOC_URL = 'https://github.com/meterd/meterd/blob/main/docs/errors.md'
+/**
+ * Where the error reference is served: every meterd answers `GET /docs/errors` with the package's
+ * docs/errors.md, one `## code` section per code. The HTTP server makes doc_url absolute with the
+ * request's own origin, so it always points at the daemon that answered.
+ */
+export const DOC_PATH = '/docs/errors'
 
 /** An error answered to an HTTP client, in DESIGN §3's shape. */
 export class ApiError extends Error {
@@ -43,12 +48,13 @@ export class ApiError extends Error {
     this.extra = opts.extra ?? {}
   }
 
-  body(): { error: Record<string, unknown> } {
+  /** `origin`: the base URL the client called (`http://host:port`), which serves DOC_PATH. */
+  body(origin = ''): { error: Record<string, unknown> } {
     const error: Record<string, unknown> = {
       type: this.type,
       code: this.code,
       message: this.message,
-      doc_url: `${DOC_URL}#${this.code}`,
+      doc_url: `${origin}${DOC_PATH}#${this.code}`,
     }
     if (this.param !== undefined) error.param = this.param
     Object.assign(error, this.extra)

@@ -4,6 +4,9 @@ import type { Batch, Consumer, Signal } from './consumer.js'
 import { SIGNALS } from './consumer.js'
 import { checkAgainst, type ConfigIssue, type MeterdConfig } from './config/schema.js'
 import { fanout, type Branch } from './fanout.js'
+import { existsSync, statSync } from 'node:fs'
+import { DEFAULT_CONFIG_PATH } from './config/load.js'
+import { parseEndpoint, sameListener } from './endpoint.js'
 
 export type Factories = ReadonlyMap<string, Factory>
 
@@ -18,6 +21,8 @@ interface Planned {
   kind: Kind
   factory: Factory
   config: unknown
+  /** Its config passed its schema (its factory's check may run). */
+  valid: boolean
 }
 
 export interface Plan {
@@ -52,7 +57,7 @@ export function plan(config: MeterdConfig, factories: Factories): Plan {
       }
       const checked = checkAgainst(factory.schema, raw ?? {}, `${section}.${id}`)
       issues.push(...checked.issues)
-      components.set(`${kind}:${id}`, { id, kind, factory, config: checked.value })
+      components.set(`${kind}:${id}`, { id, kind, factory, config: checked.value, valid: checked.issues.length === 0 })
     }
   }
 
@@ -110,19 +115,79 @@ export function plan(config: MeterdConfig, factories: Factories): Plan {
           issues.push({ path: `connectors.${id}`, message: `connector "${id}" cannot connect ${from} to ${to}` })
   }
 
-  // What the schemas cannot see, for components whose config passed them.
-  for (const c of components.values()) {
-    if (!c.factory.check) continue
-    const path = `${SECTION[c.kind]}.${c.id}`
-    if (issues.some((i) => i.path === path || i.path.startsWith(`${path}.`))) continue
-    const signals = c.kind === 'processor' ? processorUse.get(c.id) : c.kind === 'connector' ? connectorUse.get(c.id)?.asExporter : undefined
-    issues.push(...c.factory.check(c.config, { id: c.id, path, signals: [...new Set(signals ?? [])], pipelines: config.service.pipelines }))
-  }
+  runChecks(config, components, issues, processorUse, connectorUse)
 
   const cycle = findCycle(config)
   if (cycle) issues.push({ path: 'service.pipelines', message: `cycle through connectors: ${cycle.join(' → ')}` })
 
   return { components, issues }
+}
+
+/**
+ * What a config needs to be run rather than read (by `keys`, `reprice`): at least one
+ * pipeline. `validate` and `run` check it; the other commands only need the storage section.
+ */
+export function runnableIssues(config: MeterdConfig): ConfigIssue[] {
+  const issues: ConfigIssue[] = []
+  if (Object.keys(config.service.pipelines).length === 0)
+    issues.push({
+      path: 'service.pipelines',
+      message:
+        `no pipeline is configured, so nothing would be received. A --config file given alone replaces the embedded default: to override it, give the default first (--config ${DEFAULT_CONFIG_PATH} --config yours.yaml)`,
+    })
+
+  return issues
+}
+
+/**
+ * The factories' own checks (CheckContext) for every component the service uses whose config
+ * passed its schema, and every listener's endpoint and port.
+ */
+function runChecks(
+  config: MeterdConfig,
+  components: Map<string, Planned>,
+  issues: ConfigIssue[],
+  processorUse: Map<string, Signal[]>,
+  connectorUse: Map<string, { asExporter: Signal[]; asReceiver: Signal[] }>,
+): void {
+  const used = new Set<string>(config.service.extensions.map((id) => `extension:${id}`))
+  for (const p of Object.values(config.service.pipelines))
+    for (const id of [...p.receivers, ...(p.processors ?? []), ...p.exporters])
+      for (const kind of ['receiver', 'processor', 'exporter', 'connector'] as Kind[]) used.add(`${kind}:${id}`)
+  const listeners: { path: string; host: string; port: number }[] = []
+  const listener = (path: string, endpoint: string): void => {
+    let parsed
+    try {
+      parsed = parseEndpoint(endpoint)
+    } catch (err) {
+      issues.push({ path, message: (err as Error).message })
+      return
+    }
+    const other = listeners.find((l) => sameListener(l, parsed))
+    if (other) issues.push({ path, message: `port ${parsed.port} is already taken by ${other.path}` })
+    listeners.push({ path, ...parsed })
+  }
+  listener('server.endpoint', config.server.endpoint)
+  const data = config.storage.path
+  if (existsSync(data) && !statSync(data).isDirectory()) issues.push({ path: 'storage.path', message: `${data} is a file, not a directory` })
+  for (const [key, c] of components) {
+    // A component the service does not use is never started: nothing of it can fail.
+    if (!c.valid || !c.factory.check || !used.has(key)) continue
+    const path = `${SECTION[c.kind]}.${c.id}`
+    if (issues.some((i) => i.path === path || i.path.startsWith(`${path}.`))) continue
+    const at = (sub: string) => (sub ? `${path}.${sub}` : path)
+    const signals = c.kind === 'processor' ? processorUse.get(c.id) : c.kind === 'connector' ? connectorUse.get(c.id)?.asExporter : undefined
+    const returned = c.factory.check(c.config, {
+      id: c.id,
+      path,
+      signals: [...new Set(signals ?? [])],
+      pipelines: config.service.pipelines,
+      issue: (sub, message) => issues.push({ path: at(sub), message }),
+      extensionType: (id) => (config.service.extensions.includes(id) ? components.get(`extension:${id}`)?.factory.type : undefined),
+      listener: (sub, endpoint) => listener(at(sub), endpoint),
+    })
+    if (returned) issues.push(...returned)
+  }
 }
 
 /** Pipelines are nodes; a connector exporting from A and receiving into B is an edge A → B. */

@@ -1,16 +1,21 @@
+import { readFileSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
 import type { Logger } from 'pino'
-import type { Registry } from 'prom-client'
-import { Counter, Gauge } from 'prom-client'
+import { Counter, Gauge, type Registry } from 'prom-client'
+import { storeGauges } from '../store/metrics.js'
 import { Admission } from '../transport/admission/index.js'
 import { HttpServer } from '../transport/http/server.js'
 import { Store } from '../store/store.js'
 import type { SharedState } from '../ports/shared.js'
 import type { Component, Host, Kind } from './component.js'
 import type { MeterdConfig, ServerConfig } from './config/schema.js'
+import { DOC_PATH } from './errors.js'
+import { PACKAGE_ROOT } from './paths.js'
+import { dataDirFailure, listenFailure } from './startup-error.js'
 import { build, type Factories, type Graph, type Plan } from './graph.js'
 import { LOCAL, type ClusterBus } from './cluster/bus.js'
-import { componentMetrics, createTelemetry, type Telemetry } from './telemetry.js'
+import { NO_ITEM_METRICS, componentMetrics, createTelemetry, httpRequestMetrics, type Telemetry } from './telemetry.js'
 
 export type ServiceState = 'created' | 'starting' | 'ready' | 'draining' | 'stopped'
 
@@ -50,7 +55,8 @@ export class Service implements Host {
     this.clock = opts.now ?? Date.now
     this.cluster = opts.cluster ?? LOCAL
     const storage = opts.config.storage
-    this.store = new Store({
+    try {
+      this.store = new Store({
       path: storage.path,
       maxSizeMb: storage.max_size_mb,
       // One process writes space ahead: the leader when several workers share the file.
@@ -64,7 +70,10 @@ export class Service implements Host {
         },
         recovered: (ms) => this.logger.info({ unwritable_ms: ms }, 'the store writes again'),
       },
-    })
+      })
+    } catch (err) {
+      throw dataDirFailure(err, storage.path)
+    }
     const writeFailures = new Counter({ name: 'meterd_store_write_failures_total', help: 'Writes whose LMDB commit failed (a full disk, an I/O error); nothing of them was stored', registers: [this.registry] })
     const store = this.store
     new Gauge({
@@ -84,6 +93,7 @@ export class Service implements Host {
       maxJsonDepth: this.server.max_json_depth,
       logger: this.logger.child({ component: 'http' }),
       admission: this.admission,
+      requests: httpRequestMetrics(this.registry),
     })
   }
 
@@ -110,7 +120,8 @@ export class Service implements Host {
     this.graph = build(config, plan, (kind: Kind, id: string) => ({
       id,
       logger: this.logger.child({ kind, component: id }),
-      metrics: componentMetrics(this.registry, kind, id.replace(/@.*/, '')),
+      // Extensions handle no items: counters of theirs could never move.
+      metrics: kind === 'extension' ? NO_ITEM_METRICS : componentMetrics(this.registry, kind, id.replace(/@.*/, '')),
       registry: this.registry,
     }))
     this.mountOperations()
@@ -124,7 +135,9 @@ export class Service implements Host {
       await entry.component.start(this)
       this.started.push(entry)
     }
-    const addr = await this.http.listen(this.server.endpoint)
+    const addr = await this.http.listen(this.server.endpoint).catch((err) => {
+      throw listenFailure(err, this.server.endpoint, 'server.endpoint')
+    })
     this.state = 'ready'
     this.logger.info({ address: `${addr.address}:${addr.port}`, pipelines: this.graph.pipelines }, 'meterd is ready')
     return addr
@@ -160,6 +173,7 @@ export class Service implements Host {
       aggregator: 'min', // with several workers: 1 when every one is up
       collect: () => undefined,
     }).set(1)
+    storeGauges(this.registry, this.store, this.opts.config.storage)
     this.http.route({ method: 'GET', path: '/healthz', bucket: null, scope: null, handler: () => ({ status: 200, body: { status: 'ok' } }) })
     this.http.route({
       method: 'GET',
@@ -179,6 +193,18 @@ export class Service implements Host {
         }
         return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : this.state, pipelines: pipelineStates } }
       },
+    })
+    // The error reference every doc_url points to (DOC_PATH), from the package's docs/.
+    let reference = '# meterd errors\n\nThis installation has no docs/errors.md.\n'
+    try {
+      reference = readFileSync(join(PACKAGE_ROOT, 'docs', 'errors.md'), 'utf8')
+    } catch {}
+    this.http.route({
+      method: 'GET',
+      path: DOC_PATH,
+      bucket: null,
+      scope: null,
+      handler: () => ({ status: 200, text: reference, contentType: 'text/markdown; charset=utf-8' }),
     })
     this.http.route({
       method: 'GET',

@@ -1,5 +1,8 @@
 import { pino, type Logger } from 'pino'
-import { Counter, Registry, collectDefaultMetrics } from 'prom-client'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { PACKAGE_ROOT } from './paths.js'
 
 /** The daemon's own telemetry: one pino logger and one Prometheus registry. */
 export interface Telemetry {
@@ -13,9 +16,47 @@ export function createTelemetry(opts: { level?: string; destination?: NodeJS.Wri
     opts.destination ?? pino.destination({ dest: 2, sync: false }),
   )
   const registry = new Registry()
-  collectDefaultMetrics({ register: registry, prefix: 'meterd_' })
+  // The standard names (process_*, nodejs_*), so stock Node.js dashboards work unchanged.
+  collectDefaultMetrics({ register: registry })
+  new Gauge({ name: 'meterd_build_info', help: 'Always 1; the labels say which meterd and Node.js run', labelNames: ['version', 'node'], registers: [registry], aggregator: 'max' })
+    .labels({ version: PACKAGE_VERSION, node: process.versions.node })
+    .set(1)
   return { logger, registry }
 }
+
+const PACKAGE_VERSION = (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }).version
+
+/**
+ * HTTP requests by method, route template and status, with their duration: the histogram's
+ * `_count` is the request rate. One bound series per (route, method, status), found without
+ * building a label key per request.
+ */
+export function httpRequestMetrics(registry: Registry): { observe(method: string, route: string, status: number, seconds: number): void } {
+  const existing = registry.getSingleMetric('meterd_http_request_duration_seconds')
+  if (existing) registry.removeSingleMetric('meterd_http_request_duration_seconds')
+  const histogram = new Histogram({
+    name: 'meterd_http_request_duration_seconds',
+    help: 'HTTP requests answered, by method, route template and status, and how long each took',
+    labelNames: ['method', 'route', 'status'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  })
+  const series = new Map<string, Map<string, Map<number, Histogram.Internal<string>>>>()
+  return {
+    observe(method, route, status, seconds) {
+      let byMethod = series.get(route)
+      if (!byMethod) series.set(route, (byMethod = new Map()))
+      let byStatus = byMethod.get(method)
+      if (!byStatus) byMethod.set(method, (byStatus = new Map()))
+      let h = byStatus.get(status)
+      if (!h) byStatus.set(status, (h = histogram.labels({ method, route, status: String(status) })))
+      h.observe(seconds)
+    },
+  }
+}
+
+/** What a component that handles no items (an extension) gets: it has nothing to count. */
+export const NO_ITEM_METRICS: ComponentMetrics = { accepted: () => undefined, refused: () => undefined, failed: () => undefined }
 
 /** Items a component accepted, refused (bad data) and failed on (its own or a downstream fault). */
 export interface ComponentMetrics {

@@ -69,7 +69,7 @@ t.test('a full disk: 503 with Retry-After, not ready, counted, logged; the daemo
   t.ok(acked.size > 0, `${acked.size} records acknowledged before the disk filled`)
   t.equal(res.status, 503, 'the write that does not fit is answered 503')
   t.ok(Number(res.headers.get('retry-after')) >= 1, 'with Retry-After')
-  t.match(res.body, { error: { type: 'api_error', code: 'store_unwritable', message: /cannot be written/, doc_url: /errors\.md#store_unwritable$/ } }, 'in the error shape, saying why')
+  t.match(res.body, { error: { type: 'api_error', code: 'store_unwritable', message: /cannot be written/, doc_url: /\/docs\/errors#store_unwritable$/ } }, 'in the error shape, saying why')
   refused.push(...body.map((r) => r.transactionId as string))
 
   // More writes while full: each refused the same way, none ends the process.

@@ -24,8 +24,11 @@ t.test('health, readiness per pipeline, Prometheus metrics per component, debug 
   delete unattributed.organizationName
   t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body: unattributed })).status, 201, 'stored unattributed')
 
+  t.equal((await call(`${m.url}/no/such/path-4711`, { key })).status, 404)
   const metrics = await call(`${m.url}/metrics`)
   t.match(metrics.headers.get('content-type'), /text\/plain/)
+  t.match(metrics.text, /route="unmatched",status="404"/, 'a path without a route is one series')
+  t.notMatch(metrics.text, 'path-4711', 'raw paths never become labels')
   for (const line of [
     'meterd_component_accepted_items_total{kind="receiver",component="metering"} 2',
     'meterd_component_refused_items_total{kind="receiver",component="metering"} 1',
@@ -35,7 +38,16 @@ t.test('health, readiness per pipeline, Prometheus metrics per component, debug 
     'meterd_component_failed_items_total{kind="exporter",component="lmdb"} 0',
   ])
     t.ok(metrics.text.includes(line), line)
-  t.match(metrics.text, /meterd_process_resident_memory_bytes \d+/, 'process metrics too')
+  t.match(metrics.text, /^process_resident_memory_bytes \d+/m, "Node's process metrics under their standard names")
+  t.match(metrics.text, /^nodejs_eventloop_lag_seconds /m, 'and nodejs_* as stock dashboards expect')
+  t.notMatch(metrics.text, /^meterd_(process|nodejs)_/m, 'not prefixed')
+  t.match(metrics.text, /^meterd_http_request_duration_seconds_count\{method="POST",route="\/meter\/v2\/ai\/completions",status="201"\} 2$/m, 'requests by route template and status')
+  t.match(metrics.text, /^meterd_http_request_duration_seconds_count\{method="POST",route="\/meter\/v2\/ai\/completions",status="400"\} 1$/m)
+  t.match(metrics.text, /^meterd_http_request_duration_seconds_bucket\{le="0\.1",method="POST",route="\/meter\/v2\/ai\/completions",status="201"\} \d+$/m, 'with a latency histogram')
+  for (const g of ['meterd_store_file_bytes', 'meterd_store_used_bytes', 'meterd_store_max_bytes', 'meterd_store_filesystem_free_bytes'])
+    t.match(metrics.text, new RegExp(`^${g} [1-9]\\d*$`, 'm'), `${g}: the data directory's size and free space`)
+  t.match(metrics.text, /^meterd_build_info\{version="\d+\.\d+\.\d+",node="\d+\.\d+\.\d+"\} 1$/m, 'build info')
+  t.notMatch(metrics.text, /kind="extension"/, 'no item counters for extensions, which handle no items')
   // Counts accumulate between scrapes and are never counted twice.
   t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 201)
   const again = (await call(`${m.url}/metrics`)).text

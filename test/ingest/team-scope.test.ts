@@ -60,7 +60,7 @@ t.test('a team belongs to one account; keys create says which account it used', 
   const cli = (...args: string[]) =>
     run(process.execPath, [join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'keys', 'create', ...args], { env: { ...process.env, METERD_DATA_DIR: dir } })
 
-  const defaulted = await cli('--team', 'team-a', '--scopes', 'metering:write')
+  const defaulted = await cli('--team', 'team-a', '--scopes', 'metering:write', '--init')
   t.match(defaulted.stdout, /account default \(the default; choose one with --account\)/, 'a defaulted account is said so')
   const given = await cli('--team', 'team-b', '--account', 'acme', '--scopes', 'metering:write')
   t.match(given.stdout, /account acme, team team-b/)

@@ -61,7 +61,9 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
         return
       }
       if (!everReady.has(index)) {
-        logger.error({ worker: index, code, signal }, 'a worker failed to start; stopping')
+        // A worker that exits 78 (EX_CONFIG) has said why on stderr in one line: add no log line to it.
+        if (code === 78) logger.debug({ worker: index, code }, 'a worker failed to start; stopping')
+        else logger.error({ worker: index, code, signal }, 'a worker failed to start; stopping')
         stop(code || 1)
         return
       }

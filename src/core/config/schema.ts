@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
-import { Value } from '@sinclair/typebox/value'
+import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value'
 
 /**
  * Where replicas of a gateway cluster share dedup, Idempotency-Keys, tier quantities, keys, tools,
@@ -135,12 +135,27 @@ export function checkAgainst<S extends TSchema>(schema: S, value: unknown, base:
     // Union errors repeat each branch's complaint; keep the first per path.
     const path = joinPath(base, e.path)
     if (issues.some((i) => i.path === path)) continue
-    issues.push({ path, message: e.message })
+    issues.push({ path, message: describe(e) })
   }
   return { value: v as Static<S>, issues }
 }
 
+/** TypeBox's message, except for unions, where it says only "Expected union value": name the choices. */
+function describe(e: ValueError): string {
+  if (e.type !== ValueErrorType.Union) return e.message
+  const branches = ((e.schema as { anyOf?: TSchema[] }).anyOf ?? []) as { const?: unknown }[]
+  const got = `got ${JSON.stringify(e.value) ?? String(e.value)}`
+  if (branches.length && branches.every((b) => b.const !== undefined)) return `expected ${orList(branches.map((b) => String(b.const)))} (${got})`
+  const each = e.errors.map((it) => it.First()?.message).filter((m): m is string => Boolean(m))
+  return each.length ? `${orList(each.map((m) => m.replace(/^Expected/, 'expected')))} (${got})` : e.message
+}
+
+function orList(items: string[]): string {
+  return items.length <= 1 ? items.join('') : `${items.slice(0, -1).join(', ')} or ${items[items.length - 1]}`
+}
+
 function joinPath(base: string, pointer: string): string {
   const parts = pointer.split('/').filter(Boolean).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
-  return [base, ...parts].filter(Boolean).join('.')
+  // Indexes as in the graph's issues: `models[0].input`.
+  return parts.reduce((path, p) => (/^\d+$/.test(p) ? `${path}[${p}]` : path ? `${path}.${p}` : p), base)
 }

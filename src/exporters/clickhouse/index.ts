@@ -15,7 +15,7 @@ const LOOKUP = 2000
 
 const schema = Type.Object(
   {
-    endpoint: Type.String({ pattern: '^https?://[^\\s]+$', description: "ClickHouse's HTTP interface, e.g. http://clickhouse:8123" }),
+    endpoint: Type.String({ pattern: '^https?://[^\\s]+$', description: "ClickHouse's HTTP interface, e.g. http://clickhouse:8123", examples: ['http://clickhouse:8123'] }),
     username: Type.String({ default: 'default', description: 'ClickHouse user' }),
     password: Type.String({ default: '', description: 'Its password, e.g. ${env:METERD_CLICKHOUSE_PASSWORD}' }),
     database: Type.String({ default: 'meterd', pattern: NAME, description: 'Database of the records table (created when missing)' }),

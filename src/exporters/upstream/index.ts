@@ -9,8 +9,8 @@ import { UpstreamSender } from './sender.js'
 
 const schema = Type.Object(
   {
-    endpoint: Type.String({ pattern: '^https?://[^\\s]+$', description: 'Base URL of the upstream meterd (or the vendor API), e.g. https://meterd-gateway:8080' }),
-    api_key: Type.String({ minLength: 1, description: 'The key the upstream authenticates these records with, e.g. ${env:METERD_UPSTREAM_API_KEY}' }),
+    endpoint: Type.String({ pattern: '^https?://[^\\s]+$', description: 'Base URL of the upstream meterd (or the vendor API), e.g. https://meterd-gateway:8080', examples: ['https://meterd-gateway:8080'] }),
+    api_key: Type.String({ minLength: 1, description: 'The key the upstream authenticates these records with, e.g. ${env:METERD_UPSTREAM_API_KEY}', examples: ['${env:METERD_UPSTREAM_API_KEY}'] }),
     max_queue_records: Type.Integer({ default: 1_000_000, minimum: 1, description: 'Records the local queue holds at most; when full, requests are answered 503 with Retry-After' }),
     batch_size: Type.Integer({ default: 500, minimum: 1, maximum: 1000, description: 'Records per upstream request (the upstream accepts at most its max_batch_items)' }),
     timeout_ms: Type.Integer({ default: 10_000, minimum: 100, description: 'Per-request timeout' }),

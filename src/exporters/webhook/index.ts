@@ -97,5 +97,12 @@ export const webhookFactory: ExporterFactory<typeof schema> = {
   description: 'Signed webhook deliveries of usage events to export configurations (durable queue, retries)',
   signals: ['usage'],
   schema,
+  check(config, ctx) {
+    if (ctx.extensionType(config.export_configurations) !== 'exportconfigs')
+      ctx.issue(
+        'export_configurations',
+        `needs the exportconfigs extension "${config.export_configurations}": configure it under extensions and list it in service.extensions`,
+      )
+  },
   create: (settings, config) => new WebhookExporter(settings, config),
 }

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import { DestinationGuard } from '../../domain/webhooks/destination.js'
 import { DeliveryEngine } from '../../domain/webhooks/engine.js'
 import { mountExportConfigurationRoutes } from './api.js'
 import { loadOrCreateMasterKey, readMasterKeyFile } from './master-key.js'
@@ -117,5 +118,12 @@ export const exportconfigsFactory: ExtensionFactory<typeof schema> = {
   type: 'exportconfigs',
   description: 'Export configurations (webhooks): CRUD, signing-secret rotation, test events and the durable delivery engine',
   schema,
+  check(config, ctx) {
+    try {
+      new DestinationGuard(config.allow_private_destinations)
+    } catch (err) {
+      ctx.issue('allow_private_destinations', (err as Error).message.replace(/^allow_private_destinations: /, ''))
+    }
+  },
   create: (settings, config) => new ExportConfigurations(settings, config),
 }

@@ -195,5 +195,13 @@ export const ratelimitFactory: ExtensionFactory<typeof RateLimitSchema> = {
   type: 'ratelimit',
   description: 'Per-account rate limits in three buckets and error-pattern blocks (memory, or Redis for a cluster)',
   schema: RateLimitSchema,
+  check(config, ctx) {
+    if (config.backend !== 'redis') return
+    let url: URL | undefined
+    try {
+      url = new URL(config.redis.url)
+    } catch {}
+    if (!url || !['redis:', 'rediss:'].includes(url.protocol)) ctx.issue('redis.url', `"${config.redis.url}" is not a redis:// or rediss:// URL`)
+  },
   create: (settings, config) => new RateLimiter(settings, config),
 }

@@ -52,16 +52,25 @@ export const schema = Type.Object(
 )
 type Config = Static<typeof schema>
 
+type Declared = Config['tools'][number]
+
+/** One declared tool, parsed by the API's own validator; a problem comes with its path under the extension. */
+function parseDeclared(t: Declared, i: number): DeclaredTool | { path: string; message: string } {
+  const { team, ...body } = t
+  try {
+    return { team: team ?? '*', spec: parseToolSpec(body) }
+  } catch (err) {
+    const e = err as ApiError
+    return { path: `tools[${i}]${e.param ? '.' + e.param : ''}`, message: e.message }
+  }
+}
+
 /** Parses the declared tools with the API's own validator, so both say the same about a bad tool. */
 export function declaredTools(config: Pick<Config, 'tools'>): DeclaredTool[] {
   return config.tools.map((t, i) => {
-    const { team, ...body } = t
-    try {
-      return { team: team ?? '*', spec: parseToolSpec(body) }
-    } catch (err) {
-      const e = err as ApiError
-      throw new Error(`extensions.tools.tools[${i}]${e.param ? '.' + e.param : ''}: ${e.message}`)
-    }
+    const d = parseDeclared(t, i)
+    if ('message' in d) throw new Error(`extensions.tools.${d.path}: ${d.message}`)
+    return d
   })
 }
 
@@ -90,5 +99,11 @@ export const toolsFactory: ExtensionFactory<typeof schema> = {
   type: 'tools',
   description: 'The tool registry: /{api_prefix}/v2/api/tools and tools declared in YAML',
   schema,
+  check(config, ctx) {
+    config.tools.forEach((t, i) => {
+      const d = parseDeclared(t, i)
+      if ('message' in d) ctx.issue(d.path, d.message)
+    })
+  },
   create: (settings, config) => new ToolsExtension(settings, config),
 }

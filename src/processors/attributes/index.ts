@@ -22,7 +22,7 @@ const Action = Type.Object(
 )
 
 const schema = Type.Object(
-  { actions: Type.Array(Action, { minItems: 1, description: 'Actions, applied in order to every record' }) },
+  { actions: Type.Array(Action, { minItems: 1, description: 'Actions, applied in order to every record', examples: [[{ key: 'region', value: 'eu-west-1', action: 'insert' }]] }) },
   { additionalProperties: false },
 )
 type Config = Static<typeof schema>

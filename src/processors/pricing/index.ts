@@ -189,5 +189,17 @@ export const pricingFactory: ProcessorFactory<typeof schema> = {
   signals: ['usage'],
   mutatesData: true,
   schema,
+  check(config, ctx) {
+    try {
+      loadPriceBook(config)
+    } catch (err) {
+      ctx.issue('price_book', `cannot load the price book: ${(err as Error).message}`)
+    }
+    try {
+      loadMediaPriceBook(config)
+    } catch (err) {
+      ctx.issue('media_price_book', `cannot load the media price book: ${(err as Error).message}`)
+    }
+  },
   create: (settings, config, _signal, next) => new PricingProcessor(settings, config, next),
 }

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, Host, ReceiverFactory, SignalConsumers } from '../../core/component.js'
+import { listenFailure } from '../../core/startup-error.js'
 import { HttpServer } from '../../transport/http/server.js'
 import type { OtlpGrpcServer } from '../../transport/grpc/server.js'
 import { otlpGrpcServer } from './grpc.js'
@@ -73,7 +74,9 @@ export class OtlpReceiver implements Component {
     if (this.config.http.endpoint) {
       this.own = new HttpServer({ ...host.http.opts, logger: this.settings.logger })
       http.mount(this.own, [['/v1/traces', 'traces'], ['/v1/logs', 'logs'], ['/v1/metrics', 'metrics']])
-      const addr = await this.own.listen(this.config.http.endpoint)
+      const addr = await this.own.listen(this.config.http.endpoint).catch((err) => {
+        throw listenFailure(err, this.config.http.endpoint, `receivers.${this.settings.id}.http.endpoint`)
+      })
       this.settings.logger.info({ address: `${addr.address}:${addr.port}` }, 'OTLP/HTTP listening')
     }
     if (this.config.grpc.endpoint) {
@@ -84,7 +87,9 @@ export class OtlpReceiver implements Component {
         decode,
         admission: host.admission,
       })
-      const port = await this.grpc.start()
+      const port = await this.grpc.start().catch((err) => {
+        throw listenFailure(err, this.config.grpc.endpoint, `receivers.${this.settings.id}.grpc.endpoint`)
+      })
       this.settings.logger.info({ endpoint: this.config.grpc.endpoint, port }, 'OTLP/gRPC listening')
     }
   }
@@ -107,5 +112,9 @@ export const otlpFactory: ReceiverFactory<typeof schema> = {
   description: 'OTLP traces, logs and metrics over HTTP (protobuf, JSON) and gRPC, with the same admission as REST',
   signals: ['traces', 'logs'],
   schema,
+  check(config, ctx) {
+    if (config.http.endpoint) ctx.listener('http.endpoint', config.http.endpoint)
+    if (config.grpc.endpoint) ctx.listener('grpc.endpoint', config.grpc.endpoint)
+  },
   create: (settings, config, next) => new OtlpReceiver(settings, config, next),
 }

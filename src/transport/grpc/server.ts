@@ -1,9 +1,17 @@
-import { Server, ServerCredentials, status, type ServerUnaryCall, type ServiceDefinition, type sendUnaryData } from '@grpc/grpc-js'
+import { Server, ServerCredentials, setLogger, status, type ServerUnaryCall, type ServiceDefinition, type sendUnaryData } from '@grpc/grpc-js'
 import { rejectionMessage, type DecodeOptions, type DecodedRequest, type OtlpSignal } from '../otlp/batch.js'
 import { decodeLogsProto, decodeMetricsProto, decodeTracesProto } from '../otlp/decode-proto.js'
 import { SERVICES } from '../otlp/proto.js'
 import { encodeExportResponse } from '../otlp/response.js'
 import { grpcFailure } from './status.js'
+
+// grpc-js prints a failed bind on stderr itself; meterd reports it once, as a start-up failure
+// naming the setting (src/core/startup-error.ts). Everything else grpc-js logs still shows.
+setLogger({
+  error: (...args: unknown[]) => {
+    if (!/No address added/.test(args.join(' '))) console.error(...args)
+  },
+})
 
 /** The request's metadata (lowercase keys, first text value of each) and the peer's address. */
 export interface CallInfo {

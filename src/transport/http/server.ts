@@ -1,5 +1,6 @@
+import { parseEndpoint } from '../../core/endpoint.js'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import { ApiError, invalid, toApiError } from '../../core/errors.js'
 import { presentedKey, type Admission, type AdmissionRequest, type Principal, type RateLimitBucket, type Scope } from '../admission/index.js'
@@ -60,6 +61,12 @@ export interface HttpServerOptions {
   maxJsonDepth: number
   logger: Logger
   admission: Admission
+  /** Told of every answered request: its route template (never the raw path), status and duration. */
+  requests?: RequestObserver
+}
+
+export interface RequestObserver {
+  observe(method: string, route: string, status: number, seconds: number): void
 }
 
 /** Ids in paths are short (meterd's own are under 300 characters); a longer one is refused before any store sees it. */
@@ -94,7 +101,7 @@ export class HttpServer {
     // Malformed HTTP never reaches a handler; answer it in the error shape and move on.
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       if (!socket.writable || err.code === 'ECONNRESET') return socket.destroy()
-      const body = JSON.stringify(new ApiError(400, 'invalid_request_error', 'bad_http', 'malformed HTTP request').body())
+      const body = JSON.stringify(new ApiError(400, 'invalid_request_error', 'bad_http', 'malformed HTTP request').body(originOf(undefined, socket as Socket)))
       socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
     })
     this.server = server
@@ -175,7 +182,10 @@ export class HttpServer {
   }
 
   private send(res: ServerResponse, ctx: Ctx | undefined, reply: Reply): void {
-    if (ctx) this.opts.admission.observe(ctx, reply.status)
+    if (ctx) {
+      this.opts.admission.observe(ctx, reply.status)
+      this.opts.requests?.observe(ctx.method, ctx.route, reply.status, (performance.now() - ctx.started) / 1000)
+    }
     if (res.headersSent) return
     const headers: Record<string, string | number> = { ...(ctx?.responseHeaders ?? {}), ...(reply.headers ?? {}) }
     let payload: string | Buffer | undefined
@@ -183,6 +193,9 @@ export class HttpServer {
       payload = reply.text
       headers['content-type'] = reply.contentType ?? 'text/plain; charset=utf-8'
     } else if (reply.body !== undefined) {
+      // An error's doc_url is a path on this daemon until here, where the origin is known.
+      const error = (reply.body as { error?: { doc_url?: unknown } } | null)?.error
+      if (ctx && typeof error?.doc_url === 'string' && error.doc_url.startsWith('/')) error.doc_url = originOf(ctx.req.headers.host, ctx.req.socket) + error.doc_url
       payload = JSON.stringify(reply.body)
       headers['content-type'] = 'application/json'
     }
@@ -190,6 +203,13 @@ export class HttpServer {
     res.writeHead(reply.status, headers)
     res.end(ctx?.method === 'HEAD' ? undefined : payload)
   }
+}
+
+/** The base URL a client called: its Host header, else the address it reached. */
+function originOf(host: string | undefined, socket: { localAddress?: string; localPort?: number }): string {
+  if (host) return `http://${host}`
+  const a = socket.localAddress ?? '127.0.0.1'
+  return `http://${a.includes(':') ? `[${a}]` : a}:${socket.localPort ?? ''}`
 }
 
 export function errorReply(err: ApiError): Reply {
@@ -203,6 +223,9 @@ class Ctx implements RequestContext {
   readonly bucket: RateLimitBucket | null
   readonly scope: Scope | null
   apiKey?: string
+  /** The route's template (`/tools/:id`), or `unmatched`: a label that cannot grow with paths. */
+  readonly route: string
+  readonly started = performance.now()
   private readonly maxBodyBytes: number
   private body?: Promise<Buffer>
   private parsedQuery?: URLSearchParams
@@ -219,6 +242,7 @@ class Ctx implements RequestContext {
     this.bucket = found.route ? found.route.bucket : found.bucket
     this.scope = found.route ? found.route.scope : null
     this.maxBodyBytes = found.route?.maxBodyBytes ?? opts.maxBodyBytes
+    this.route = found.route?.path ?? 'unmatched'
   }
 
   header(name: string): string | undefined {
@@ -256,10 +280,4 @@ class Ctx implements RequestContext {
   }
 }
 
-export function parseEndpoint(endpoint: string): { host: string; port: number } {
-  const i = endpoint.lastIndexOf(':')
-  const host = i === -1 ? '127.0.0.1' : endpoint.slice(0, i).replace(/^\[|\]$/g, '') || '0.0.0.0'
-  const port = Number(i === -1 ? endpoint : endpoint.slice(i + 1))
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid endpoint "${endpoint}": expected host:port`)
-  return { host, port }
-}
+export { parseEndpoint }

@@ -1,0 +1,47 @@
+/** sysexits.h EX_CONFIG: a start that fails on something the operator's config or host must change. */
+export const EX_CONFIG = 78
+
+/**
+ * A start-up failure the operator can fix: one line for stderr naming the cause and the fix,
+ * and the exit code (78 for configuration problems). Components and the store throw it where
+ * they know the cause; the CLI prints it without a stack.
+ */
+export class StartupError extends Error {
+  constructor(
+    readonly cause_: string,
+    readonly fix: string,
+    readonly exitCode = EX_CONFIG,
+  ) {
+    super(`${cause_} — ${fix}`)
+  }
+}
+
+/** A listener that could not bind, in the operator's words: which setting, why, what to do. */
+export function listenFailure(err: unknown, endpoint: string, setting: string): Error {
+  const e = err as NodeJS.ErrnoException
+  const text = `${e?.code ?? ''} ${e?.message ?? String(err)}`
+  const where = `cannot listen on ${endpoint} (${setting})`
+  if (/EADDRINUSE/.test(text))
+    return new StartupError(`${where}: the address is already in use, by another meterd or another program`, `stop that process or set ${setting} to a free port`)
+  if (/EACCES|EPERM/.test(text))
+    return new StartupError(`${where}: not permitted (ports below 1024 need privileges)`, `choose a port above 1024 in ${setting}`)
+  if (/EADDRNOTAVAIL/.test(text))
+    return new StartupError(`${where}: no network interface of this host has that address`, `use 127.0.0.1, 0.0.0.0 or one of this host's addresses in ${setting}`)
+  if (/ENOTFOUND|EAI_AGAIN|Name resolution failed|invalid endpoint/i.test(text))
+    return new StartupError(`${where}: the host part does not resolve or the endpoint is not host:port`, `write ${setting} as host:port, e.g. 127.0.0.1:8080`)
+  return new StartupError(`${where}: ${e?.message ?? String(err)}`, `check ${setting}`)
+}
+
+/** A data directory the store could not create or open. */
+export function dataDirFailure(err: unknown, path: string): Error {
+  const e = err as NodeJS.ErrnoException
+  const text = `${e?.code ?? ''} ${e?.message ?? String(err)}`
+  const where = `cannot open the data directory ${path} (storage.path)`
+  if (/EACCES|EPERM/.test(text))
+    return new StartupError(`${where}: permission denied`, `give the user running meterd read and write access to it, or point storage.path (METERD_DATA_DIR) elsewhere`)
+  if (/EEXIST|ENOTDIR/.test(text))
+    return new StartupError(`${where}: it (or a parent) is a file, not a directory`, `point storage.path (METERD_DATA_DIR) at a directory`)
+  if (/EROFS/.test(text)) return new StartupError(`${where}: the file system is read-only`, `point storage.path (METERD_DATA_DIR) at a writable directory`)
+  if (/ENOSPC/.test(text)) return new StartupError(`${where}: the disk is full`, `free some space on its file system`)
+  return err instanceof Error ? err : new Error(String(err))
+}

@@ -1,0 +1,45 @@
+// Runs the meterd CLI as a user would, for the tests of the command line.
+import { execFile } from 'node:child_process'
+import { createServer, type Server } from 'node:net'
+import { join } from 'node:path'
+import { PACKAGE_ROOT } from '../../src/core/paths.js'
+
+const BIN = join(PACKAGE_ROOT, 'bin', 'meterd.js')
+
+export interface Ran {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+/** Runs the CLI to its end (a daemon that starts is killed after `timeout` ms: code null). */
+export function meterd(args: string[], opts: { env?: Record<string, string>; cwd?: string; timeout?: number } = {}): Promise<Ran> {
+  return new Promise((resolve) => {
+    const child = execFile(
+      process.execPath,
+      [BIN, ...args],
+      {
+        cwd: opts.cwd,
+        timeout: opts.timeout ?? 60_000,
+        env: {
+          ...process.env,
+          METERD_OTLP_GRPC_ENDPOINT: '127.0.0.1:0',
+          METERD_OTLP_HTTP_ENDPOINT: '127.0.0.1:0',
+          METERD_ENDPOINT: '127.0.0.1:0',
+          METERD_LOG_LEVEL: 'warn',
+          ...opts.env,
+        },
+      },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr }),
+    )
+    child.stdin?.end()
+  })
+}
+
+export function listening(): Promise<{ server: Server; port: number }> {
+  return new Promise((resolve) => {
+    const server = createServer()
+    server.listen(0, '127.0.0.1', () => resolve({ server, port: (server.address() as { port: number }).port }))
+  })
+}
+

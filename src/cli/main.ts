@@ -254,10 +254,24 @@ const PRINT_CONFIG = defineCommand({
     // The components as they will run: their own schema's defaults filled in.
     const out = structuredClone(config) as unknown as Record<string, Record<string, unknown>>
     for (const c of plan.components.values()) out[SECTION[c.kind]][c.id] = c.config
-    process.stdout.write(stringify(out))
+    process.stdout.write(stringify(redact(out)))
     return 0
   },
 })
+
+/** Config keys whose values are secrets: print-config shows that one is set, never what it is. */
+const SECRET_KEYS = new Set(['master_key', 'bootstrap_key', 'api_key', 'password'])
+
+/** The config with its secrets hidden, and the password of every URL (redis://:pass@host). */
+function redact(value: unknown, key = ''): unknown {
+  if (typeof value === 'string') {
+    if (SECRET_KEYS.has(key) && value !== '') return '<redacted>'
+    return value.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/@:]*:)[^/@]+@/i, '$1<redacted>@')
+  }
+  if (Array.isArray(value)) return value.map((v) => redact(v))
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redact(v, k)]))
+  return value
+}
 
 const COMPONENTS = defineCommand({
   name: 'components',

@@ -39,3 +39,18 @@ t.test('enum errors list the allowed values', async (t) => {
   t.match(r.stderr, 'processors.pricing.tools.billing_period: expected month, week, day or year (got "fortnight")')
   t.notMatch(r.stderr, 'union value')
 })
+
+t.test('print-config shows that secrets are set, never their values', async (t) => {
+  const dir = tempDir('meterd-print-secrets-')
+  t.teardown(() => removeDir(dir))
+  const cfg = writeConfig(dir, {
+    extensions: { apikeys: { bootstrap_key: 'hak_print_secretsecretsecretsecret01' }, ratelimit: { backend: 'redis', redis: { url: 'redis://meterd:redispass123@127.0.0.1:6379' } } },
+  })
+  const r = await meterd(['print-config', '--config', DEFAULT_CONFIG_PATH, '--config', cfg], { env: { METERD_MASTER_KEY: 'master-secret-value-42' } })
+  t.equal(r.code, 0, r.stderr)
+  for (const secret of ['master-secret-value-42', 'hak_print_secretsecretsecretsecret01', 'redispass123']) t.notMatch(r.stdout, secret, `${secret.slice(0, 6)}… is not printed`)
+  const printed = parse(r.stdout)
+  t.equal(printed.extensions.exportconfigs.master_key, '<redacted>')
+  t.equal(printed.extensions.apikeys.bootstrap_key, '<redacted>')
+  t.equal(printed.extensions.ratelimit.redis.url, 'redis://meterd:<redacted>@127.0.0.1:6379', 'the URL stays readable')
+})

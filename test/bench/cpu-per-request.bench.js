@@ -20,8 +20,9 @@
  * per request beside its throughput).
  *
  * Needs `valgrind` (and its `callgrind_control`) on PATH; without it the bench says so and
- * exits 0. Env: CPU_REQUESTS (default 2000), CPU_WARMUP (default 3000), CPU_CONNECTIONS
- * (default 64), CPU_ONLY=bare|meterd to run one side.
+ * exits 0. Env: CPU_REQUESTS (default 2000), CPU_WARMUP (default 8000), CPU_CONNECTIONS
+ * (default 64), CPU_ONLY=bare|meterd to run one side, CPU_KEEP=1 to keep the callgrind dumps
+ * (for callgrind_annotate; their paths are printed).
  * Run: `npm run bench -- cpu-per-request`.
  */
 import { execFile, execFileSync } from 'node:child_process'
@@ -33,9 +34,12 @@ import { baselineServer, bodyTemplate, check, fmt, header, INGEST_CONFIG, line, 
 
 const PATH = '/meter/v2/ai/completions'
 const REQUESTS = Math.max(100, Number(process.env.CPU_REQUESTS) || 2000)
-const WARMUP = Math.max(100, Number(process.env.CPU_WARMUP) || 3000)
+const WARMUP = Math.max(100, Number(process.env.CPU_WARMUP) || 8000)
 const CONNECTIONS = Math.max(1, Number(process.env.CPU_CONNECTIONS) || 64)
 const ONLY = process.env.CPU_ONLY
+const KEEP = Boolean(process.env.CPU_KEEP)
+// e.g. CPU_NODE_ARGS=--perf-basic-prof: /tmp/perf-<pid>.map then names the JIT code in the dumps.
+const NODE_ARGS = (process.env.CPU_NODE_ARGS ?? '').split(' ').filter(Boolean)
 const TARGET = 2
 
 try {
@@ -94,24 +98,33 @@ const control = (pid, ...args) =>
     execFile('callgrind_control', [...args, String(pid)], { timeout: 120_000 }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
   )
 
-/** The `totals:` (Ir) of the newest dump callgrind wrote for `pid` in `dir`. */
-function lastDumpTotal(dir, pid) {
-  const dumps = readdirSync(dir)
-    .filter((f) => f.startsWith(`cg.${pid}.`))
-    .sort((a, b) => Number(a.split('.').pop()) - Number(b.split('.').pop()))
-  if (!dumps.length) throw new Error(`callgrind wrote no dump for ${pid} in ${dir}`)
-  const m = /^totals: (\d+)/m.exec(readFileSync(join(dir, dumps.at(-1)), 'utf8')) ?? /^summary: (\d+)/m.exec(readFileSync(join(dir, dumps.at(-1)), 'utf8'))
-  if (!m) throw new Error(`no totals in ${dumps.at(-1)}`)
-  return Number(m[1])
+/**
+ * The instructions (Ir) of the newest dump callgrind wrote for `pid` in `dir`, per thread
+ * (`--separate-threads=yes` writes one file per thread: cg.<pid>.<n>-<thread>), busiest first.
+ */
+function lastDump(dir, pid) {
+  const files = readdirSync(dir).filter((f) => f.startsWith(`cg.${pid}.`))
+  const seq = (f) => Number(/^cg\.\d+\.(\d+)/.exec(f)?.[1] ?? -1)
+  const last = Math.max(...files.map(seq))
+  if (!files.length || last < 0) throw new Error(`callgrind wrote no dump for ${pid} in ${dir}`)
+  const threads = files
+    .filter((f) => seq(f) === last)
+    .map((f) => {
+      const text = readFileSync(join(dir, f), 'utf8')
+      const m = /^totals: (\d+)/m.exec(text) ?? /^summary: (\d+)/m.exec(text)
+      return { thread: Number(/-(\d+)$/.exec(f)?.[1] ?? 1), ir: m ? Number(m[1]) : 0, file: join(dir, f) }
+    })
+  return threads.sort((a, b) => b.ir - a.ir)
 }
 
-/** Instructions per request of a server started by `start(wrapper)`. */
+/** Instructions per request of a server started by `start({ wrapper, nodeArgs })`. */
 async function measure(label, start, key) {
   const dir = mkdtempSync(join(tmpdir(), 'meterd-callgrind-'))
-  const wrapper = ['valgrind', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${join(dir, 'cg.%p')}`]
+  const wrapper = ['valgrind', '--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${join(dir, 'cg.%p')}`]
   const t0 = Date.now()
-  const server = await start(wrapper)
+  const server = await start({ wrapper, nodeArgs: NODE_ARGS })
   key ??= server.key
+  if (KEEP) line(`  ${label}, pid`, String(server.pid))
   try {
     await load(server.url, key, WARMUP, CONNECTIONS)
     await control(server.pid, '--instr=on')
@@ -119,13 +132,18 @@ async function measure(label, start, key) {
     await control(server.pid, '--zero')
     await load(server.url, key, REQUESTS, CONNECTIONS)
     await control(server.pid, '--dump')
-    const total = lastDumpTotal(dir, server.pid)
+    const threads = lastDump(dir, server.pid)
+    const total = threads.reduce((a, t) => a + t.ir, 0)
     const perRequest = total / REQUESTS
     line(label, `${fmt(perRequest)} instructions/request (${fmt(total / 1e6, 1)} M over ${REQUESTS} requests, ${CONNECTIONS} in flight; ${fmt((Date.now() - t0) / 1000)} s under callgrind)`)
+    // Thread 1 is the main thread (the event loop); the others are lmdb-js's, libuv's and V8's.
+    const main = threads.find((t) => t.thread === 1)?.ir ?? 0
+    line(`  ${label}, by thread`, `main ${fmt(main / REQUESTS)}, others ${fmt((total - main) / REQUESTS)} (${threads.filter((t) => t.thread !== 1 && t.ir / REQUESTS >= 500).map((t) => `#${t.thread} ${fmt(t.ir / REQUESTS)}`).join(', ')})`)
+    if (KEEP) line(`  ${label}, dumps`, threads.map((t) => t.file).join(' '))
     return perRequest
   } finally {
     await server.stop()
-    rmSync(dir, { recursive: true, force: true })
+    if (!KEEP) rmSync(dir, { recursive: true, force: true })
   }
 }
 
@@ -133,17 +151,16 @@ header(`cpu-per-request: POST ${PATH} under callgrind, ${REQUESTS} requests afte
 const readyTimeoutMs = 180_000
 const results = {}
 if (ONLY !== 'meterd')
-  results.bare = await measure('bare node:http', (wrapper) => spawnScript(baselineServer({ store: 'answer(res, body)' }), { wrapper, readyTimeoutMs }), '-')
+  results.bare = await measure('bare node:http', (spawn) => spawnScript(baselineServer({ store: 'answer(res, body)' }), { ...spawn, readyTimeoutMs }), '-')
 if (ONLY !== 'bare')
   results.meterd = await measure(
     'meterd, one worker',
-    (wrapper) =>
+    (spawn) =>
       spawnMeterd({
-        config: INGEST_CONFIG,
-        wrapper,
-        readyTimeoutMs,
+        ...spawn,
         // No OTLP listeners: they are not on this path, and their fixed ports may be taken.
-        env: { METERD_OTLP_GRPC_ENDPOINT: '', METERD_OTLP_HTTP_ENDPOINT: '' },
+        config: { ...INGEST_CONFIG, receivers: { otlp: { grpc: { endpoint: '' }, http: { endpoint: '' } } } },
+        readyTimeoutMs,
       }),
     undefined,
   )

@@ -8,7 +8,7 @@
  *   spawnMeterd({ config?, env?, logLevel?, nodeArgs?, wrapper?, readyTimeoutMs? })
  *                                                → a child `meterd run` with a temp data dir
  *                                                  (wrapper: a command prefixed to node's, e.g. valgrind)
- *   spawnScript(source, { env?, wrapper?, readyTimeoutMs? }) → a child `node` running an ESM source string
+ *   spawnScript(source, { env?, wrapper?, nodeArgs?, readyTimeoutMs? }) → a child `node` running an ESM source string
  *   baselineServer({ prelude?, store })          → the source of a node:http server that parses the body
  *   INGEST_CONFIG                                → the config the ingest benches run meterd with
  *   waitReady(url, { path?, timeoutMs? })        → polls until GET url+path answers 200
@@ -158,9 +158,9 @@ export async function spawnMeterd({ config = {}, env = {}, logLevel = 'warn', no
  * like the daemon). The child gets env PORT=<free port>; resolves once GET /readyPath
  * answers 200 (default '/').
  */
-export async function spawnScript(source, { env = {}, readyPath = '/', wrapper = [], readyTimeoutMs } = {}) {
+export async function spawnScript(source, { env = {}, readyPath = '/', wrapper = [], nodeArgs = [], readyTimeoutMs } = {}) {
   const port = await freePort()
-  const command = [...wrapper, process.execPath, '--input-type=module', '-e', source]
+  const command = [...wrapper, process.execPath, ...nodeArgs, '--input-type=module', '-e', source]
   const proc = spawn(command[0], command.slice(1), {
     env: { ...process.env, PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

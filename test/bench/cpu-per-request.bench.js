@@ -6,8 +6,9 @@
  * few percent at most, so a change to the hot path shows up here even when the machine is busy.
  *
  * For each server: start it under callgrind with instrumentation off, send WARMUP requests
- * (V8 compiles the hot path), turn instrumentation on and send WARMUP / 4 more (callgrind
- * translates the compiled code again), wait until nothing is in flight, zero the counters,
+ * (V8 compiles the hot path), idle 5 s (V8's compiler threads catch up: valgrind runs one
+ * thread at a time, so under load they lag), turn instrumentation on and send WARMUP / 4 more
+ * (callgrind translates the compiled code again), idle again, zero the counters,
  * send exactly REQUESTS requests with CONNECTIONS in flight, wait for the last answer, and
  * dump. Instructions per request = the dump's total / REQUESTS: every thread's (main,
  * lmdb-js's write thread, libuv's pool, V8's compiler and GC threads), the garbage collection
@@ -41,6 +42,8 @@ const KEEP = Boolean(process.env.CPU_KEEP)
 // e.g. CPU_NODE_ARGS=--perf-basic-prof: /tmp/perf-<pid>.map then names the JIT code in the dumps.
 const NODE_ARGS = (process.env.CPU_NODE_ARGS ?? '').split(' ').filter(Boolean)
 const TARGET = 2
+const IDLE_MS = 5000
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 try {
   execFileSync('valgrind', ['--version'], { stdio: 'ignore' })
@@ -61,6 +64,7 @@ function load(url, key, count, connections) {
   let sent = 0
   let bad = 0
   let lastBad = ''
+  let resets = 0
   const one = () =>
     new Promise((resolve, reject) => {
       const body = `${before}cpu-${run}-${(seq++).toString(36)}${after}`
@@ -84,11 +88,17 @@ function load(url, key, count, connections) {
   const worker = async () => {
     while (sent < count) {
       sent++
-      await one()
+      // A connection the server closed under us (a keep-alive race) is retried once on a new one.
+      await one().catch((err) => {
+        resets++
+        if (resets > 10) throw err
+        return one()
+      })
     }
   }
   return Promise.all(Array.from({ length: connections }, worker)).then(() => {
     agent.destroy()
+    if (resets) line('  connections reset and retried', String(resets))
     if (bad) throw new Error(`${bad} of ${count} answers were not 2xx (last: ${lastBad})`)
   })
 }
@@ -127,8 +137,12 @@ async function measure(label, start, key) {
   if (KEEP) line(`  ${label}, pid`, String(server.pid))
   try {
     await load(server.url, key, WARMUP, CONNECTIONS)
+    // Idle pauses: valgrind runs one thread at a time, so while requests keep the main thread
+    // busy V8's compiler threads fall behind; they catch up here instead of in the measurement.
+    await sleep(IDLE_MS)
     await control(server.pid, '--instr=on')
     await load(server.url, key, Math.ceil(WARMUP / 4), CONNECTIONS)
+    await sleep(IDLE_MS)
     await control(server.pid, '--zero')
     await load(server.url, key, REQUESTS, CONNECTIONS)
     await control(server.pid, '--dump')

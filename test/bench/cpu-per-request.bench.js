@@ -6,15 +6,16 @@
  * few percent at most, so a change to the hot path shows up here even when the machine is busy.
  *
  * For each server: start it under callgrind with instrumentation off, send WARMUP requests
- * (V8 compiles the hot path), idle 5 s (V8's compiler threads catch up: valgrind runs one
- * thread at a time, so under load they lag), turn instrumentation on and send WARMUP / 4 more
- * (callgrind translates the compiled code again), idle again, zero the counters,
+ * (V8 compiles the hot path), turn instrumentation on and send WARMUP / 4 more (callgrind
+ * translates the compiled code again), zero the counters,
  * send exactly REQUESTS requests with CONNECTIONS in flight, wait for the last answer, and
  * dump. Instructions per request = the dump's total / REQUESTS: every thread's (main,
  * lmdb-js's write thread, libuv's pool, V8's compiler and GC threads), the garbage collection
  * those requests caused included. Every request carries a fresh transactionId, as in the
  * ingest bench, and meterd runs the ingest bench's configuration (auth, validate,
  * attribution, durable LMDB commit) with one worker.
+ *
+ * Both run with 16 MiB semi-spaces (the size V8 grows them to under load; see NODE_ARGS).
  *
  * Target: meterd ≤ 2 × the bare server's instructions per request. Instructions are a proxy
  * for CPU time (they leave out cache misses and stalls; the ingest bench prints measured CPU
@@ -40,10 +41,12 @@ const CONNECTIONS = Math.max(1, Number(process.env.CPU_CONNECTIONS) || 64)
 const ONLY = process.env.CPU_ONLY
 const KEEP = Boolean(process.env.CPU_KEEP)
 // e.g. CPU_NODE_ARGS=--perf-basic-prof: /tmp/perf-<pid>.map then names the JIT code in the dumps.
-const NODE_ARGS = (process.env.CPU_NODE_ARGS ?? '').split(' ').filter(Boolean)
+// Both servers run with the young generation at the size V8 grows it to under sustained load
+// (16 MiB semi-spaces): left to its heuristics, whose timing valgrind distorts, it stayed small
+// in some runs, and meterd's count then doubled with scavenges (its 64 requests in flight
+// survive each one).
+const NODE_ARGS = ['--min-semi-space-size=16', '--max-semi-space-size=16', ...(process.env.CPU_NODE_ARGS ?? '').split(' ').filter(Boolean)]
 const TARGET = 2
-const IDLE_MS = 5000
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 try {
   execFileSync('valgrind', ['--version'], { stdio: 'ignore' })
@@ -122,10 +125,48 @@ function lastDump(dir, pid) {
     .map((f) => {
       const text = readFileSync(join(dir, f), 'utf8')
       const m = /^totals: (\d+)/m.exec(text) ?? /^summary: (\d+)/m.exec(text)
-      return { thread: Number(/-(\d+)$/.exec(f)?.[1] ?? 1), ir: m ? Number(m[1]) : 0, file: join(dir, f) }
+      return { thread: Number(/-(\d+)$/.exec(f)?.[1] ?? 1), ir: m ? Number(m[1]) : 0, compiling: compilerInstructions(text), file: join(dir, f) }
     })
   return threads.sort((a, b) => b.ir - a.ir)
 }
+
+/**
+ * The instructions a dump counts in V8's optimizing compiler (functions under
+ * v8::internal::compiler, their own cost). Callgrind's files name each function once
+ * (`fn=(id) name` or `cfn=(id) name`) and refer to it by id after.
+ */
+function compilerInstructions(text) {
+  const names = new Map()
+  let total = 0
+  let compiling = 0
+  let current = false
+  for (const line of text.split('\n')) {
+    if (line.startsWith('cfn=')) {
+      const m = /^cfn=\((\d+)\) (.*)$/.exec(line)
+      if (m) names.set(m[1], m[2])
+    } else if (line.startsWith('fn=')) {
+      const m = /^fn=\((\d+)\)(?: (.*))?$/.exec(line)
+      if (m) {
+        if (m[2] !== undefined) names.set(m[1], m[2])
+        current = (names.get(m[1]) ?? '').includes('v8::internal::compiler::')
+      }
+    } else if (/^[+-]?\d/.test(line)) {
+      // A cost line: position(s) then the Ir count (the last number). Calls' inclusive costs
+      // follow a `calls=` line and are skipped.
+      const parts = line.trim().split(/\s+/)
+      const ir = Number(parts[parts.length - 1])
+      if (!skipNext && Number.isFinite(ir)) {
+        total += ir
+        if (current) compiling += ir
+      }
+      skipNext = false
+      continue
+    }
+    skipNext = line.startsWith('calls=')
+  }
+  return compiling
+}
+let skipNext = false
 
 /** Instructions per request of a server started by `start({ wrapper, nodeArgs })`. */
 async function measure(label, start, key) {
@@ -136,23 +177,27 @@ async function measure(label, start, key) {
   key ??= server.key
   if (KEEP) line(`  ${label}, pid`, String(server.pid))
   try {
+    // No idle pause between the phases: V8's memory reducer would shrink the young generation
+    // of an idle process, and the measured requests would pay for the scavenges of a small one.
     await load(server.url, key, WARMUP, CONNECTIONS)
-    // Idle pauses: valgrind runs one thread at a time, so while requests keep the main thread
-    // busy V8's compiler threads fall behind; they catch up here instead of in the measurement.
-    await sleep(IDLE_MS)
     await control(server.pid, '--instr=on')
     await load(server.url, key, Math.ceil(WARMUP / 4), CONNECTIONS)
-    await sleep(IDLE_MS)
     await control(server.pid, '--zero')
     await load(server.url, key, REQUESTS, CONNECTIONS)
     await control(server.pid, '--dump')
     const threads = lastDump(dir, server.pid)
     const total = threads.reduce((a, t) => a + t.ir, 0)
-    const perRequest = total / REQUESTS
-    line(label, `${fmt(perRequest)} instructions/request (${fmt(total / 1e6, 1)} M over ${REQUESTS} requests, ${CONNECTIONS} in flight; ${fmt((Date.now() - t0) / 1000)} s under callgrind)`)
+    // V8's optimizing compiler still finishing the warm-up's work is not a cost per request:
+    // counted apart (valgrind runs one thread at a time, so under load its threads lag behind).
+    const compiling = threads.reduce((a, t) => a + t.compiling, 0)
+    const perRequest = (total - compiling) / REQUESTS
+    line(label, `${fmt(perRequest)} instructions/request (${REQUESTS} requests, ${CONNECTIONS} in flight; ${fmt((Date.now() - t0) / 1000)} s under callgrind)`)
     // Thread 1 is the main thread (the event loop); the others are lmdb-js's, libuv's and V8's.
-    const main = threads.find((t) => t.thread === 1)?.ir ?? 0
-    line(`  ${label}, by thread`, `main ${fmt(main / REQUESTS)}, others ${fmt((total - main) / REQUESTS)} (${threads.filter((t) => t.thread !== 1 && t.ir / REQUESTS >= 500).map((t) => `#${t.thread} ${fmt(t.ir / REQUESTS)}`).join(', ')})`)
+    const main = threads.find((t) => t.thread === 1)
+    line(
+      `  ${label}, by thread`,
+      `main ${fmt((main.ir - main.compiling) / REQUESTS)}, other threads ${fmt((total - main.ir - (compiling - main.compiling)) / REQUESTS)}; not counted: V8's optimizing compiler ${fmt(compiling / REQUESTS)}`,
+    )
     if (KEEP) line(`  ${label}, dumps`, threads.map((t) => t.file).join(' '))
     return perRequest
   } finally {

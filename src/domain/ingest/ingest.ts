@@ -1,6 +1,7 @@
 import type { Batch, Consumer, StoredResponse } from '../../core/consumer.js'
 import { PermanentError, toApiError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
+import { isoAt } from '../../core/iso-time.js'
 import type { ComponentMetrics } from '../../core/telemetry.js'
 import { idTooLong, MAX_ID_LENGTH } from '../../model/identifiers.js'
 import { withoutOwnIdentity } from '../../model/identity.js'
@@ -91,7 +92,7 @@ export class Ingest {
   }
 
   private async store_(caller: Caller, items: IngestItem[], now: number, idem: IdempotencyKey | undefined): Promise<Ingested> {
-    const created = isoAt(now)
+    const created = createdAt(now)
     const windowMs = this.settings.dedupWindowMs
     const ids: string[] = new Array(items.length)
     const records: UsageRecord[] = []
@@ -197,13 +198,13 @@ function checkItems(caller: Caller, items: IngestItem[]): void {
   }
 }
 
-// toISOString costs about a microsecond; requests of the same millisecond share one.
+// Requests of the same millisecond share one spelling (isoAt is cheap, not free).
 let isoMs = NaN
 let isoText = ''
-function isoAt(ms: number): string {
+function createdAt(ms: number): string {
   if (ms !== isoMs) {
     isoMs = ms
-    isoText = new Date(ms).toISOString()
+    isoText = isoAt(ms)
   }
   return isoText
 }

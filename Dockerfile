@@ -34,9 +34,10 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY config ./config
 COPY proto ./proto
+COPY ui ./ui
 COPY bin ./bin
 # The code stays root-owned (COPY default) and read-only to the daemon; only /data is writable.
-RUN mkdir -p /data && chown node:node /data
+RUN mkdir -p /data && chown node:node /data && chmod 0700 /data
 VOLUME ["/data"]
 USER node
 EXPOSE 8080

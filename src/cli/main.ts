@@ -9,13 +9,18 @@ import { componentType } from '../core/component.js'
 import { Service } from '../core/service.js'
 import { broadcast, supervise, workerCount } from '../core/cluster/supervisor.js'
 import { WorkerBus } from '../core/cluster/worker-bus.js'
-import type { MeterdConfig } from '../core/config/schema.js'
+import type { MeterdConfig, SharedStateConfig } from '../core/config/schema.js'
 import { createTelemetry } from '../core/telemetry.js'
 import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import { Store } from '../store/store.js'
+import { surviveCommitFailures } from '../store/commit-failures.js'
+import { acquireDataDirLock } from '../store/lock.js'
+import { checkDataFile } from '../store/check.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
+import type { SharedState } from '../ports/shared.js'
 import { WEBHOOK_USAGE, webhookCommand } from './webhook.js'
 import { REPRICE_USAGE, repriceCommand } from './reprice.js'
+import { DOCTOR_HELP, DOCTOR_USAGE, doctorCommand } from './doctor.js'
 
 /** sysexits.h EX_CONFIG: what `validate` and `run` exit with on a bad config. */
 export const EX_CONFIG = 78
@@ -34,6 +39,7 @@ commands:
   keys revoke KEY_ID
 ${WEBHOOK_USAGE}
 ${REPRICE_USAGE}
+${DOCTOR_USAGE}
 
 Without --config, the embedded config/meterd.yaml is used.`
 
@@ -106,6 +112,20 @@ async function dispatch(command: string, args: string[]): Promise<number> {
       return keys(args)
     case 'reprice':
       return repriceCommand(args, configOrExit)
+    case 'doctor': {
+      let values
+      try {
+        ;({ values } = parseArgs({ args, options: { config: { type: 'string', multiple: true, short: 'c' }, help: { type: 'boolean', short: 'h' }, 'data-dir': { type: 'string' } } }))
+      } catch (err) {
+        throw new UsageError(`${(err as Error).message}\n${DOCTOR_HELP}`)
+      }
+      if (values.help) {
+        process.stdout.write(DOCTOR_HELP + '\n')
+        return 0
+      }
+      const dir = values['data-dir'] ?? configOrExit(values.config ?? []).config.storage.path
+      return doctorCommand(dir, (line) => process.stdout.write(line + '\n'))
+    }
     case 'help':
     case '--help':
       return help()
@@ -122,6 +142,13 @@ function help(): number {
 async function run(files: string[]): Promise<number> {
   const { config, plan } = configOrExit(files)
   const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workersFor(config)
+  if (cluster.isPrimary) {
+    // One daemon per data directory: its primary takes the lock (never a worker, never a CLI command).
+    const lock = acquireDataDirLock(config.storage.path)
+    process.on('exit', () => lock.release())
+    // A damaged data file is refused here, once, rather than by every worker as it starts.
+    checkDataFile(config.storage.path)
+  }
   if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)
   const bus = cluster.isWorker ? new WorkerBus(workers, Number(process.env.METERD_WORKER_INDEX)) : undefined
   const telemetry = createTelemetry({ level: config.service.telemetry.logs.level, bindings: bus ? { worker: bus.index } : undefined })
@@ -131,6 +158,10 @@ async function run(files: string[]): Promise<number> {
     AggregatorRegistry.setRegistries([telemetry.registry])
   }
   const service = new Service({ config, plan, telemetry, cluster: bus })
+  // A failed commit (a full disk) is answered 503 and retried; lmdb-js's leftovers of it must not end the process.
+  surviveCommitFailures((reason) => service.logger.debug({ err: reason }, 'a failed commit, already answered'))
+  // Past a file-size limit (ulimit -f) writes fail with EFBIG, as on a full disk, instead of the signal killing the process.
+  process.on('SIGXFSZ', () => undefined)
   let stopping = false
   const stop = (signal: string) => {
     if (stopping) {
@@ -214,6 +245,9 @@ async function keys(args: string[]): Promise<number> {
   const { config } = configOrExit(values.config ?? [])
   const store = new Store({ path: config.storage.path, maxSizeMb: config.storage.max_size_mb })
   const ks = new KeyStore(store)
+  // Gateway cluster: the change goes to every replica at once (docs/deployment.md).
+  const shared = config.server.shared_state.backend === 'redis' ? await openSharedState(config.server.shared_state.redis, store) : undefined
+  if (shared) await ks.share(shared.tables)
   try {
     switch (sub) {
       case 'create': {
@@ -260,6 +294,13 @@ async function keys(args: string[]): Promise<number> {
         throw new UsageError(`keys: unknown subcommand "${sub ?? ''}"\n${USAGE}`)
     }
   } finally {
+    await shared?.close()
     await store.close()
   }
+}
+
+async function openSharedState(redis: SharedStateConfig['redis'], store: Store): Promise<SharedState> {
+  const { openRedisSharedState } = await import('../store/redis/index.js')
+  const { logger, registry } = createTelemetry({ level: 'warn' })
+  return openRedisSharedState(redis, store, logger, registry)
 }

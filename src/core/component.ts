@@ -6,7 +6,8 @@ import type { ComponentMetrics } from './telemetry.js'
 import type { Admission } from '../transport/admission/index.js'
 import type { HttpServer } from '../transport/http/server.js'
 import type { Store } from '../store/store.js'
-import type { ServerConfig } from './config/schema.js'
+import type { ConfigIssue, MeterdConfig, ServerConfig } from './config/schema.js'
+import type { SharedState } from '../ports/shared.js'
 import type { ClusterBus } from './cluster/bus.js'
 
 export type Kind = 'receiver' | 'processor' | 'exporter' | 'connector' | 'extension'
@@ -38,6 +39,8 @@ export interface Host {
   /** Admission for every transport: the apikeys and ratelimit extensions plug in here. */
   readonly admission: Admission
   readonly server: ServerConfig
+  /** What replicas of a gateway cluster share (server.shared_state: redis); undefined when standalone. */
+  readonly shared?: SharedState
   readonly logger: Logger
   readonly registry: Registry
   /** The other workers of this daemon (LOCAL when it runs as one process): see core/cluster/bus.ts. */
@@ -68,6 +71,20 @@ interface FactoryBase<S extends TSchema> {
   description: string
   /** One schema: the TypeScript type, the defaults, validation with paths and the config reference. */
   schema: S
+  /**
+   * Checks what a schema cannot (a condition's syntax and fields, the pipelines a route names),
+   * so `meterd validate` reports it with its path; run by plan() on a config the schema accepted.
+   */
+  check?(config: Static<S>, ctx: CheckContext): ConfigIssue[]
+}
+
+export interface CheckContext {
+  id: string
+  /** Config path of the component (`connectors.routing`); issues name paths below it. */
+  path: string
+  /** The signals it is used with: a processor's pipelines, a connector's exporting pipelines. */
+  signals: Signal[]
+  pipelines: MeterdConfig['service']['pipelines']
 }
 
 export interface ReceiverFactory<S extends TSchema = TSchema> extends FactoryBase<S> {
@@ -95,7 +112,11 @@ export interface ConnectorFactory<S extends TSchema = TSchema> extends FactoryBa
   kind: 'connector'
   /** Supported [from, to] signal pairs. */
   connects: readonly (readonly [Signal, Signal])[]
-  create(settings: CreateSettings, config: Static<S>, next: SignalConsumers): ConsumingComponent
+  /**
+   * `next` feeds every pipeline that receives from the connector, per signal; `pipelines` holds
+   * each of those pipelines alone, by pipeline id, for connectors that choose (routing).
+   */
+  create(settings: CreateSettings, config: Static<S>, next: SignalConsumers, pipelines: ReadonlyMap<string, Consumer<any>>): ConsumingComponent
 }
 
 export interface ExtensionFactory<S extends TSchema = TSchema> extends FactoryBase<S> {

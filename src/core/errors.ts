@@ -86,6 +86,30 @@ export class RetryableError extends Error {
   }
 }
 
+/**
+ * The store could not commit (a full disk, an I/O error): nothing of the request was stored.
+ * Retryable: the store probes itself and takes writes again once it can (src/store/write-health.ts).
+ */
+export class StoreUnwritableError extends RetryableError {
+  constructor(message: string, readonly retryAfterMs: number, cause?: unknown) {
+    super(message, cause)
+  }
+}
+
+/** The StoreUnwritableError behind `err` (itself, its cause, or a failed branch of a fan-out), if any. */
+export function storeUnwritableIn(err: unknown): StoreUnwritableError | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof StoreUnwritableError) return e
+    if (e instanceof FanoutError) {
+      for (const o of e.outcomes) {
+        const found = o.error && storeUnwritableIn(o.error)
+        if (found) return found
+      }
+    }
+  }
+  return undefined
+}
+
 /** A downstream is overloaded: retry after `delayMs`. */
 export class ThrottledError extends Error {
   readonly kind = 'throttled' as const
@@ -144,6 +168,12 @@ export function toApiError(err: unknown): ApiError {
   if (err instanceof FanoutError && err.kind === 'permanent') {
     const first = err.outcomes.find((o) => o.error instanceof PermanentError)?.error
     if (first) return toApiError(first)
+  }
+  const unwritable = storeUnwritableIn(err)
+  if (unwritable) {
+    return new ApiError(503, 'api_error', 'store_unwritable', 'the data directory cannot be written at the moment (is its disk full?); nothing was stored: retry later', {
+      headers: { 'retry-after': String(Math.max(1, Math.ceil(unwritable.retryAfterMs / 1000))) },
+    })
   }
   // Retryable failures and anything unexpected: the data was NOT stored; say so and ask for a retry.
   return new ApiError(503, 'api_error', 'unavailable', 'the record could not be stored; retry later', {

@@ -61,6 +61,7 @@ export function plan(config: MeterdConfig, factories: Factories): Plan {
   })
 
   const connectorUse = new Map<string, { asExporter: Signal[]; asReceiver: Signal[] }>()
+  const processorUse = new Map<string, Signal[]>()
   for (const [pid, p] of Object.entries(config.service.pipelines)) {
     const signal = pipelineSignal(pid) as Signal
     const base = `service.pipelines.${pid}`
@@ -86,6 +87,8 @@ export function plan(config: MeterdConfig, factories: Factories): Plan {
           connectorUse.set(id, use)
         } else if ('signals' in f && !f.signals.includes(signal)) {
           issues.push({ path, message: `${kind} "${id}" does not support the ${signal} signal (it supports ${f.signals.join(', ')})` })
+        } else if (kind === 'processor') {
+          processorUse.set(id, [...(processorUse.get(id) ?? []), signal])
         }
       })
     }
@@ -105,6 +108,15 @@ export function plan(config: MeterdConfig, factories: Factories): Plan {
       for (const to of use.asReceiver)
         if (!f.connects.some(([a, b]) => a === from && b === to))
           issues.push({ path: `connectors.${id}`, message: `connector "${id}" cannot connect ${from} to ${to}` })
+  }
+
+  // What the schemas cannot see, for components whose config passed them.
+  for (const c of components.values()) {
+    if (!c.factory.check) continue
+    const path = `${SECTION[c.kind]}.${c.id}`
+    if (issues.some((i) => i.path === path || i.path.startsWith(`${path}.`))) continue
+    const signals = c.kind === 'processor' ? processorUse.get(c.id) : c.kind === 'connector' ? connectorUse.get(c.id)?.asExporter : undefined
+    issues.push(...c.factory.check(c.config, { id: c.id, path, signals: [...new Set(signals ?? [])], pipelines: config.service.pipelines }))
   }
 
   const cycle = findCycle(config)
@@ -165,6 +177,10 @@ export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: 
   const entries = new Map(pipelines.map(([pid]) => [pid, new Entry()]))
   const planned = (kind: Kind, id: string): Planned => p.components.get(`${kind}:${id}`)!
 
+  // Each pipeline that lists `id` as a receiver, by pipeline id.
+  const fedPipelines = (id: string): Map<string, Consumer<any>> =>
+    new Map(pipelines.filter(([, pl]) => pl.receivers.includes(id)).map(([pid]) => [pid, entries.get(pid)!]))
+
   // Consumers feeding the pipelines that list `id` as a receiver, per signal.
   const feeds = (id: string): SignalConsumers => {
     const out: SignalConsumers = {}
@@ -188,7 +204,7 @@ export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: 
       if (p.components.has(`connector:${id}`)) {
         if (!connectors.has(id)) {
           const c = planned('connector', id)
-          if (c.factory.kind === 'connector') connectors.set(id, c.factory.create(settings('connector', id), c.config, feeds(id)))
+          if (c.factory.kind === 'connector') connectors.set(id, c.factory.create(settings('connector', id), c.config, feeds(id), fedPipelines(id)))
         }
       } else if (!exporters.has(id)) {
         const e = planned('exporter', id)

@@ -1,10 +1,11 @@
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
-import { Gauge } from 'prom-client'
+import { Counter, Gauge } from 'prom-client'
 import { Admission } from '../transport/admission/index.js'
 import { HttpServer } from '../transport/http/server.js'
 import { Store } from '../store/store.js'
+import type { SharedState } from '../ports/shared.js'
 import type { Component, Host, Kind } from './component.js'
 import type { MeterdConfig, ServerConfig } from './config/schema.js'
 import { build, type Factories, type Graph, type Plan } from './graph.js'
@@ -34,6 +35,7 @@ export class Service implements Host {
   readonly http: HttpServer
   readonly admission = new Admission()
   readonly server: ServerConfig
+  shared?: SharedState
   readonly cluster: ClusterBus
   state: ServiceState = 'created'
   private graph?: Graph
@@ -54,7 +56,28 @@ export class Service implements Host {
       // One process writes space ahead: the leader when several workers share the file.
       preallocateMb: this.cluster.leader ? storage.preallocate_mb : 0,
       onPreallocateError: (err) => this.logger.warn({ err }, 'could not write space ahead in the data file; trying again in a minute'),
+      writeHealth: {
+        failed: (reason, becameUnwritable) => {
+          writeFailures.inc()
+          // Once per episode: under load every request fails the same way.
+          if (becameUnwritable) this.logger.error({ reason }, 'the store cannot write: requests that store data answer 503 until it can; /readyz is not ready')
+        },
+        recovered: (ms) => this.logger.info({ unwritable_ms: ms }, 'the store writes again'),
+      },
     })
+    const writeFailures = new Counter({ name: 'meterd_store_write_failures_total', help: 'Writes whose LMDB commit failed (a full disk, an I/O error); nothing of them was stored', registers: [this.registry] })
+    const store = this.store
+    new Gauge({
+      name: 'meterd_store_writable',
+      help: '1 while the store commits writes, 0 after a failed commit until a write succeeds again',
+      registers: [this.registry],
+      aggregator: 'min', // several workers: 0 when any of them cannot write
+      collect() {
+        this.set(store.health.writable ? 1 : 0)
+      },
+    })
+    if (this.store.tightened.length)
+      this.logger.warn({ paths: this.store.tightened }, 'the data directory was readable by every user: took that access away (it holds usage records and keys)')
     this.http = new HttpServer({
       apiPrefix: this.server.api_prefix,
       maxBodyBytes: this.server.max_body_bytes,
@@ -91,6 +114,12 @@ export class Service implements Host {
       registry: this.registry,
     }))
     this.mountOperations()
+    const shared = this.server.shared_state
+    if (shared.backend === 'redis') {
+      // ioredis loads only in gateway mode: standalone daemons keep their idle memory.
+      const { openRedisSharedState } = await import('../store/redis/index.js')
+      this.shared = await openRedisSharedState(shared.redis, this.store, this.logger.child({ component: 'shared-state' }), this.registry)
+    }
     for (const entry of this.graph.ordered) {
       await entry.component.start(this)
       this.started.push(entry)
@@ -115,6 +144,7 @@ export class Service implements Host {
       }
     }
     this.started = []
+    await this.shared?.close()
     await this.store.close()
     this.state = 'stopped'
     this.logger.info('meterd stopped')
@@ -138,10 +168,16 @@ export class Service implements Host {
       scope: null,
       handler: () => {
         const ready = this.state === 'ready'
-        return {
-          status: ready ? 200 : 503,
-          body: { status: ready ? 'ready' : this.state, pipelines: Object.fromEntries(pipelines.map((p) => [p, ready ? 'running' : this.state])) },
+        const pipelineStates = Object.fromEntries(pipelines.map((p) => [p, ready ? 'running' : this.state]))
+        const health = this.store.health
+        if (ready && !health.writable) {
+          // Up, but whatever stores data answers 503: send traffic elsewhere until the store writes again.
+          return {
+            status: 503,
+            body: { status: 'store_unwritable', reason: health.reason, since: new Date(health.since ?? Date.now()).toISOString(), pipelines: pipelineStates },
+          }
         }
+        return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : this.state, pipelines: pipelineStates } }
       },
     })
     this.http.route({

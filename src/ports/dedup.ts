@@ -1,4 +1,5 @@
 import type { BatchContext, StoredResponse } from '../core/consumer.js'
+import { ApiError } from '../core/errors.js'
 import type { UsageKind } from '../model/usage-record.js'
 
 /**
@@ -24,4 +25,35 @@ export class ReplayTaken extends Error {
   constructor() {
     super('the Idempotency-Key was answered by another process meanwhile')
   }
+}
+
+/** A transactionId claim's outcome: this request stores the record, or another replica stored it under `id`. */
+export type TransactionClaim = { claimed: true } | { claimed: false; id: string }
+
+/** An Idempotency-Key claim's outcome: this request goes on, or the stored answer (with its body's hash). */
+export type KeyClaim = { claimed: true } | { claimed: false; bodyHash: string; response?: StoredResponse }
+
+/**
+ * transactionId dedup and Idempotency-Keys across replicas. A claim is taken before the records
+ * are stored (SET NX), turned into the stored record's id or answer once they are durable, and
+ * released when the request fails, so a retry on any replica can store them.
+ * Every method rejects with `sharedStateUnavailable()` when the shared store cannot be reached.
+ */
+export interface SharedDedup {
+  /** Claims a team's transactionId for `id`; waits for another replica's claim to settle. */
+  claimTransaction(team: string, kind: UsageKind, transactionId: string, id: string, windowMs: number): Promise<TransactionClaim>
+  /** The record `id` is durable: the claim becomes the dedup entry for the window. */
+  commitTransaction(team: string, kind: UsageKind, transactionId: string, id: string, windowMs: number): Promise<void>
+  /** The request failed: the claim goes (only if it is still this one's). */
+  releaseTransaction(team: string, kind: UsageKind, transactionId: string, id: string): Promise<void>
+  claimKey(team: string, key: string, bodyHash: string, owner: string): Promise<KeyClaim>
+  commitKey(team: string, key: string, bodyHash: string, owner: string, response: StoredResponse, ttlMs: number): Promise<void>
+  releaseKey(team: string, key: string, owner: string): Promise<void>
+}
+
+/** The answer when correctness needs the shared state and it cannot be reached: nothing was stored. */
+export function sharedStateUnavailable(): ApiError {
+  return new ApiError(503, 'api_error', 'shared_state_unavailable', 'the shared state of the gateway cluster (Redis) is unreachable; nothing was stored; retry later', {
+    headers: { 'retry-after': '1' },
+  })
 }

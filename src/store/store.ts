@@ -1,8 +1,11 @@
-import { mkdirSync, statSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type Database, type RootDatabase } from 'lmdb'
+import { checkDataFile } from './check.js'
+import { DATA_FILE_MODE, prepareDataDir } from './data-dir.js'
 import { aheadOfData, Preallocator } from './preallocate.js'
 import { UsageStore } from './usage-store.js'
+import { WriteHealth, type WriteHealthListener } from './write-health.js'
 import { WriteUnit } from './write-unit.js'
 
 const NO_OVERWRITE = { noOverwrite: true } as any // lmdb-js's put options; its types omit noOverwrite
@@ -14,6 +17,10 @@ export interface StoreOptions {
   preallocateMb?: number
   /** Told when writing ahead fails (it pauses and tries again later; nothing else is affected). */
   onPreallocateError?: (err: unknown) => void
+  /** Told when a commit fails (a full disk) and when writes succeed again (src/store/write-health.ts). */
+  writeHealth?: WriteHealthListener
+  /** How often a small write is tried while the store cannot write (default 5 s). */
+  writeProbeMs?: number
 }
 
 /**
@@ -25,12 +32,18 @@ export interface StoreOptions {
 export class Store {
   readonly root: RootDatabase
   readonly usage: UsageStore
+  /** Whether commits succeed; the daemon's readiness and metrics read it. */
+  readonly health: WriteHealth
   private readonly dbs = new Map<string, Database<any, any>>()
   private readonly preallocator?: Preallocator
   private closed = false
+  /** Paths of an existing data directory that were world-accessible and were tightened (src/store/data-dir.ts). */
+  readonly tightened: string[]
 
   constructor(readonly opts: StoreOptions) {
-    mkdirSync(opts.path, { recursive: true })
+    this.tightened = prepareDataDir(opts.path)
+    // LMDB faults on a damaged file and takes an empty one for a new store: refuse both first.
+    checkDataFile(opts.path)
     const mapSize = (opts.maxSizeMb ?? 16384) * 1024 * 1024
     this.root = open({
       path: opts.path,
@@ -42,8 +55,17 @@ export class Store {
       // Commits are flushed after they are visible (overlappingSync, lmdb-js's default on
       // Linux); durable() waits for the flush, so nothing is acknowledged before fsync.
       overlappingSync: true,
+      // data.mdb and lock.mdb: owner-only (lmdb's default is 0664; its types omit the option).
+      ...({ permissionsMode: DATA_FILE_MODE } as {}),
     })
     this.usage = new UsageStore(this)
+    const probes = this.db<string, number>('store-health')
+    this.health = new WriteHealth(
+      join(opts.path, 'data.mdb'),
+      () => this.durable(probes.put('probe', Date.now())),
+      opts.writeHealth ?? { failed: () => undefined, recovered: () => undefined },
+      opts.writeProbeMs,
+    )
     if (opts.preallocateMb) {
       this.preallocator = new Preallocator(this.root, opts.path, {
         bytes: opts.preallocateMb * 1024 * 1024,
@@ -103,14 +125,24 @@ export class Store {
     // Called now, while `flushed` still stands for the batch that holds `write`.
     const flushed = this.root.flushed.then(() => undefined)
     this.preallocator?.written()
-    return Promise.all([write, flushed]).then(([result]) => result)
+    return Promise.all([write, flushed]).then(
+      ([result]) => {
+        if (!this.health.writable) this.health.succeeded()
+        return result
+      },
+      (err) => {
+        throw this.health.failed(err)
+      },
+    )
   }
 
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
+    this.health.close()
     await this.preallocator?.close()
-    await this.root.flushed
+    // After a failed commit lmdb-js never settles that batch's flush: nothing more to wait for.
+    if (this.health.writable) await this.root.flushed
     await this.root.close()
   }
 }

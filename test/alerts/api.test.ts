@@ -50,6 +50,9 @@ t.test('unknown values answer 400 naming the field and listing the allowed value
     [{ filters: [{ dimension: 'MODEL', operator: 'IN', value: 'x' }] }, 'filters[0].values', /non-empty list/],
     [{ notificationAddresses: ['not-an-address'] }, 'notificationAddresses[0]', /e-mail/],
     [{ slackConfigurations: ['ftp://x'] }, 'slackConfigurations[0]', /http/],
+    // The webhooks' SSRF guard applies to Slack targets when the rule is written, not only at delivery.
+    [{ slackConfigurations: ['http://10.0.0.1/hook'] }, 'slackConfigurations[0]', /refused/],
+    [{ slackConfigurations: ['https://hooks.slack.com/services/T/B/x', { webhookUrl: 'http://[64:ff9b::a00:1]/x' }] }, 'slackConfigurations[1]', /refused/],
     [{ windowSeconds: 5 }, 'windowSeconds', /60 to/],
     [{ alertType: 'CUMULATIVE_USAGE', windowSeconds: 600 }, 'windowSeconds', /CUMULATIVE_USAGE/],
     [{ alertType: 'THRESHOLD', operatorType: 'PERCENT_INCREASE' }, 'operatorType', /GREATER_THAN/],

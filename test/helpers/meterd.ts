@@ -183,11 +183,20 @@ function workersOverride(): string {
 
 export async function spawnMeterd(
   t: Teardown,
-  opts: { dataDir: string; configFiles?: string[]; env?: Record<string, string>; readyTimeoutMs?: number },
+  opts: {
+    dataDir: string
+    configFiles?: string[]
+    env?: Record<string, string>
+    readyTimeoutMs?: number
+    /** A command that execs the daemon's command line given after it (`prlimit --fsize=…`): same pid. */
+    prefix?: string[]
+  },
 ): Promise<ChildMeterd> {
   const port = await freePort()
   const files = opts.configFiles?.length ? [...opts.configFiles, workersOverride()] : []
-  const proc = spawn(process.execPath, [join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', ...files.flatMap((f) => ['--config', f])], {
+  const argv = [process.execPath, join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', ...files.flatMap((f) => ['--config', f])]
+  const [command, ...args] = [...(opts.prefix ?? []), ...argv]
+  const proc = spawn(command, args, {
     env: {
       METERD_WORKERS: '1',
       ...process.env,

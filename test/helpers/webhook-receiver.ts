@@ -80,9 +80,10 @@ export const api = (m: Meterd) => `${m.url}/profitstream/v2/api/export-configura
 /** A meterd on a frozen clock that may deliver to 127.0.0.1; tests drive the engine with settle(). */
 export async function startWebhookMeterd(
   t: Teardown,
-  opts: { exportconfigs?: Record<string, unknown>; frozen?: boolean } = {},
+  opts: { exportconfigs?: Record<string, unknown>; frozen?: boolean; dataDir?: string } = {},
 ): Promise<{ m: Meterd; engine: DeliveryEngine; ext: ExportConfigurations }> {
   const m = await startMeterd(t, {
+    dataDir: opts.dataDir,
     frozenNow: opts.frozen === false ? undefined : T0,
     config: {
       extensions: {

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { call, type Res } from '../helpers/meterd.js'
+import { completion } from '../fixtures/wire-examples.js'
 import { verifyWebhook } from '../../src/domain/webhooks/verify.js'
 import { api, startReceiver, startWebhookMeterd } from '../helpers/webhook-receiver.js'
 
@@ -19,9 +20,12 @@ t.test('export configurations: CRUD, validation naming the field, team scoping, 
   t.match(created.body, {
     id: /^exp_/, teamId: 'team-a', name: 'billing', url: 'http://127.0.0.1:9/hook', enabled: true, eventTypes: ['usage.completion'],
     filters: { organizationName: ['Acme'], agent: ['a1', 'a2'] }, batching: { maxEvents: 10, maxWaitMs: 2000 }, timeoutMs: 5000,
-    signing: { enabled: false, state: 'off' },
+    signing: { enabled: true, state: 'single', secretCreatedAt: new Date(m.clock.now).toISOString() },
+    signingSecret: /^whsec_[A-Za-z0-9_-]{43}$/,
   })
+  t.equal(created.headers.get('cache-control'), 'no-store', 'the answer with the secret is not cached')
   const id = created.body.id
+  t.notOk('signingSecret' in (await call(`${api(m)}/${id}`, { key })).body, 'the secret is shown in the create answer only')
   const defaults = await call(api(m), { key, body: { name: 'defaults', url: 'http://127.0.0.1:9/x' } })
   t.match(defaults.body, { eventTypes: ['usage.completion', 'usage.tool'], filters: {}, batching: null, timeoutMs: 15000, enabled: true })
 
@@ -75,12 +79,17 @@ t.test('export configurations: CRUD, validation naming the field, team scoping, 
   await bad({ name: 'x', url: 'https://example.com/h', batching: { maxEvents: 0 } }, 'batching.maxEvents')
   await bad({ name: 'x', url: 'https://example.com/h', timeoutMs: 'soon' }, 'timeoutMs')
   await bad({ name: 'x', url: 'https://example.com/h', enabled: 'yes' }, 'enabled')
-  await bad({ name: 'x', url: 'https://example.com/h', signingEnabled: true }, 'signingEnabled')
+  await bad({ name: 'x', url: 'https://example.com/h', signingEnabled: 'yes' }, 'signingEnabled')
   const notJson = await call(api(m), { key, raw: 'name=x', headers: { 'content-type': 'text/plain' } })
   t.equal(notJson.status, 415)
   const patchBad = await call(`${api(m)}/${id}`, { key, method: 'PATCH', body: { url: 'gopher://x' } })
   t.equal(patchBad.body.error.param, 'url')
-  const signOnWithout = await call(`${api(m)}/${id}`, { key, method: 'PATCH', body: { signingEnabled: true } })
+  // Opting out at creation: no secret, unsigned, and no secret in the answer.
+  const unsigned = await call(api(m), { key, body: { name: 'unsigned', url: 'http://127.0.0.1:9/u', signingEnabled: false } })
+  t.equal(unsigned.status, 201)
+  t.match(unsigned.body.signing, { enabled: false, state: 'off' })
+  t.notOk('signingSecret' in unsigned.body)
+  const signOnWithout = await call(`${api(m)}/${unsigned.body.id}`, { key, method: 'PATCH', body: { signingEnabled: true } })
   t.equal(signOnWithout.status, 400)
   t.equal(signOnWithout.body.error.code, 'no_signing_secret')
   const badRotate = await call(`${api(m)}/${id}/rotate-signing-secret`, { key, body: { immediate: 'yes' } })
@@ -95,7 +104,8 @@ t.test('rotation state table, with deliveries as the receiver sees them', async 
   const { m, engine } = await startWebhookMeterd(t)
   const rx = await startReceiver(t)
   const key = await m.key()
-  const id = (await call(api(m), { key, body: { name: 'r', url: rx.url } })).body.id
+  // Starts from SPEC's "signing off" (opted out at creation; new configurations are signed by default).
+  const id = (await call(api(m), { key, body: { name: 'r', url: rx.url, signingEnabled: false } })).body.id
   const state = async () => (await call(`${api(m)}/${id}`, { key })).body.signing
   const rotate = async (body?: unknown) => {
     const r = await call(`${api(m)}/${id}/rotate-signing-secret?teamId=team-a`, { key, body, method: 'POST' })
@@ -199,8 +209,10 @@ t.test('the signing secret appears in exactly one response, in no other response
     responses.push(r)
     return r
   }
-  const id = (await req(api(m), { body: { name: 's', url: rx.url } })).body.id
-  const rot = await req(`${api(m)}/${id}/rotate-signing-secret`, { body: {} })
+  const create = await req(api(m), { body: { name: 's', url: rx.url } })
+  const id = create.body.id
+  const first = create.body.signingSecret as string
+  const rot = await req(`${api(m)}/${id}/rotate-signing-secret`, { body: { immediate: true } })
   const secret = rot.body.signingSecret as string
   t.equal(rot.headers.get('cache-control'), 'no-store')
   await req(`${api(m)}/${id}`)
@@ -216,15 +228,31 @@ t.test('the signing secret appears in exactly one response, in no other response
   await req(`${m.url}/metrics`)
   await req(`${m.url}/profitstream/v2/api/export-configurations/${id}/nope`)
 
-  const containing = responses.filter((r) => r.text.includes(secret) || [...r.headers.values()].some((v) => v.includes(secret)))
-  t.equal(containing.length, 1, 'exactly one response carries the secret')
-  t.equal(containing[0], rot)
-  const secretPart = secret.slice('whsec_'.length)
-  t.equal(m.logs.filter((l) => l.includes(secretPart)).length, 0, 'no log line contains it')
+  for (const [s, answer] of [[first, create], [secret, rot]] as const) {
+    const containing = responses.filter((r) => r.text.includes(s) || [...r.headers.values()].some((v) => v.includes(s)))
+    t.equal(containing.length, 1, 'exactly one response carries each secret')
+    t.equal(containing[0], answer, 'the create answer (first secret) or the rotate answer')
+    const secretPart = s.slice('whsec_'.length)
+    t.equal(m.logs.filter((l) => l.includes(secretPart)).length, 0, 'no log line contains it')
+    // At rest: the LMDB files never hold the secret in clear when a master key is configured.
+    const files = readdirSync(m.dataDir).map((f) => readFileSync(join(m.dataDir, f)))
+    t.ok(files.length > 0)
+    t.notOk(files.some((b) => b.includes(Buffer.from(secretPart))), 'the secret is not stored in clear')
+  }
   t.ok(m.logs.length > 0, 'logs were captured')
+})
 
-  // At rest: the LMDB files never hold the secret in clear when a master key is configured.
-  const files = readdirSync(m.dataDir).map((f) => readFileSync(join(m.dataDir, f)))
-  t.ok(files.length > 0)
-  t.notOk(files.some((b) => b.includes(Buffer.from(secretPart))), 'the secret is not stored in clear')
+t.test('a new configuration is signed from its first delivery with the secret its create answer showed', async (t) => {
+  const { m, engine } = await startWebhookMeterd(t)
+  const rx = await startReceiver(t)
+  const key = await m.key()
+  const created = await call(api(m), { key, body: { name: 'signed', url: rx.url } })
+  t.equal(created.status, 201)
+  t.match(created.body.signing, { enabled: true, state: 'single' })
+  t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 201)
+  await engine.settle()
+  const [first] = await rx.waitFor(1)
+  t.equal(first.json.type, 'usage.completion', 'the first event ever delivered…')
+  t.match(first.headers['x-service-signature-256'], /^sha256=[0-9a-f]{64}$/, '…carries one signature')
+  t.ok(verifyWebhook(first.body, first.headers, { secrets: created.body.signingSecret, now: m.clock.now }).ok, 'which verifies with the secret of the create answer')
 })

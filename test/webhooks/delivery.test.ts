@@ -12,11 +12,13 @@ t.test('usage events and send-test-event take the same path: same headers, verif
   const other = await startReceiver(t)
   const key = await m.key({ team: 'team-a' })
   const keyB = await m.key({ team: 'team-b', account: 'acct-b' })
-  const id = (await call(api(m), { key, body: { name: 'all', url: rx.url, filters: { organizationName: 'AcmeOrg' } } })).body.id
-  const secret = (await call(`${api(m)}/${id}/rotate-signing-secret?teamId=team-a`, { key, body: {} })).body.signingSecret
-  // Team b's configuration must never see team a's records; a tool-only configuration no completions.
+  // Signed by default: the create answer carries the secret, and the first delivery is signed with it.
+  const created = await call(api(m), { key, body: { name: 'all', url: rx.url, filters: { organizationName: 'AcmeOrg' } } })
+  const { id, signingSecret: secret } = created.body
+  t.match(secret, /^whsec_/)
+  // Team b's configuration must never see team a's records; a tool-only configuration no completions (and opted out of signing).
   await call(api(m), { key: keyB, body: { name: 'b', url: other.url } })
-  const toolsOnly = (await call(api(m), { key, body: { name: 'tools', url: other.url, eventTypes: ['usage.tool'], filters: { toolId: ['web-search'] } } })).body.id
+  const toolsOnly = (await call(api(m), { key, body: { name: 'tools', url: other.url, eventTypes: ['usage.tool'], filters: { toolId: ['web-search'] }, signingEnabled: false } })).body.id
 
   const test = await call(`${api(m)}/${id}/send-test-event?teamId=team-a`, { key, body: {} })
   t.equal(test.status, 202)
@@ -74,7 +76,6 @@ t.test('receiver down → retries on the schedule (clock advanced) → back → 
   const port = Number(new URL(rx.url).port)
   const key = await m.key()
   const id = (await call(api(m), { key, body: { name: 'd', url: rx.url } })).body.id
-  await call(`${api(m)}/${id}/rotate-signing-secret`, { key, body: {} })
   await rx.close() // down: connection refused
 
   for (let i = 0; i < 3; i++) t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 201)

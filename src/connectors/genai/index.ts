@@ -92,6 +92,7 @@ export class GenaiConnector implements ConsumingComponent {
       idempotencyTtlMs: 0,
       metrics: this.settings.metrics,
       now: () => host.now(),
+      shared: host.shared?.dedup,
     })
     for (const ext of host.extensions().values()) {
       const registry = (ext as { registry?: unknown }).registry

@@ -1,6 +1,40 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 
+/**
+ * Where replicas of a gateway cluster share dedup, Idempotency-Keys, tier quantities, keys, tools,
+ * export configurations, alert rules and webhook claims (docs/deployment.md, Gateway).
+ */
+export const SharedStateSchema = Type.Object(
+  {
+    backend: Type.Union([Type.Literal('embedded'), Type.Literal('redis')], {
+      default: 'embedded',
+      description: 'embedded: this process and its LMDB alone (standalone, sidecar); redis: shared by every replica of a gateway cluster',
+    }),
+    redis: Type.Object(
+      {
+        url: Type.String({ default: 'redis://127.0.0.1:6379', description: 'Redis shared by every replica' }),
+        key_prefix: Type.String({ default: 'meterd:', description: 'Prefix of every key the shared state writes' }),
+        command_timeout_ms: Type.Integer({ default: 1000, minimum: 1, description: 'A Redis call slower than this counts as a failure (the request gets a 503)' }),
+        connect_timeout_ms: Type.Integer({ default: 2000, minimum: 1, description: 'How long start-up waits for Redis' }),
+        claim_ttl_seconds: Type.Integer({
+          default: 30,
+          minimum: 1,
+          description: 'How long a transactionId or Idempotency-Key claimed by a replica that died before answering blocks other replicas',
+        }),
+        resync_seconds: Type.Number({
+          default: 5,
+          exclusiveMinimum: 0,
+          description: 'Every this often each replica re-reads keys, tools, export configurations and alert rules from Redis (a safety net behind pub/sub)',
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+  },
+  { additionalProperties: false, default: {} },
+)
+export type SharedStateConfig = Static<typeof SharedStateSchema>
+
 /** The HTTP listener that serves the base URL (DESIGN §3). */
 export const ServerSchema = Type.Object(
   {
@@ -18,6 +52,7 @@ export const ServerSchema = Type.Object(
     max_body_bytes: Type.Integer({ default: 1048576, minimum: 1024, description: 'Request body limit, after decompression (413 above it)' }),
     max_json_depth: Type.Integer({ default: 32, minimum: 4, maximum: 256, description: 'Deepest nesting accepted in a JSON body' }),
     shutdown_timeout_ms: Type.Integer({ default: 10000, minimum: 0, description: 'How long SIGTERM waits for in-flight requests and exporters to drain' }),
+    shared_state: SharedStateSchema,
     workers: Type.Union([Type.Literal('auto'), Type.Integer({ minimum: 1, maximum: 64 })], {
       default: 'auto',
       description:

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
+import type { SharedTables } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import { INITIAL_STATE, type AlertEvent, type AlertRule, type AlertState } from './model.js'
 
@@ -24,6 +25,7 @@ export class AlertStore {
   private readonly states: Database<AlertState, string>
   private readonly events: Database<AlertEvent, EventKey>
   private readonly byId = new Map<string, AlertRule>()
+  private shared?: SharedTables
   /** Called after every rule change this process commits (the other workers then reload()). */
   onChange?: () => void
 
@@ -38,6 +40,12 @@ export class AlertStore {
   reload(): void {
     this.byId.clear()
     for (const { value } of this.rules.getRange({})) this.byId.set(value.id, value)
+  }
+
+  /** Gateway cluster: rules are shared with the other replicas (their state and history stay per replica). */
+  async share(tables: SharedTables): Promise<void> {
+    this.shared = tables
+    await tables.attach([{ db: 'alert-rules', changed: () => this.reload() }])
   }
 
   /** A new rule id, unused so far. */
@@ -73,6 +81,7 @@ export class AlertStore {
   async put(rule: AlertRule): Promise<void> {
     await this.store.durable(this.rules.put(rule.id, rule))
     this.byId.set(rule.id, rule)
+    await this.shared?.wrote('alert-rules', [rule.id])
     this.onChange?.()
   }
 
@@ -86,6 +95,7 @@ export class AlertStore {
       }),
     )
     this.byId.delete(rule.id)
+    await this.shared?.wrote('alert-rules', [rule.id])
     this.onChange?.()
   }
 

@@ -1,5 +1,6 @@
 import type { Store } from '../../store/store.js'
 import type { AnalyticsIndex } from './analytics-index.js'
+import type { AnalyticsReader } from './reader.js'
 
 /**
  * Where other components find the analytics of a running daemon (the alert evaluator, the
@@ -9,7 +10,10 @@ import type { AnalyticsIndex } from './analytics-index.js'
 const published = new WeakMap<Store, Map<string, Analytics>>()
 
 export interface Analytics {
+  /** The in-memory index; empty when the exporter answers from ClickHouse (`backend: clickhouse`). */
   readonly index: AnalyticsIndex
+  /** The questions, answered by whichever backend the exporter is configured with; set once it started. */
+  readonly reader?: AnalyticsReader
   /** False while the exporter is still reading the stored records after a start. */
   readonly ready: boolean
   /** Resolves once ready. */

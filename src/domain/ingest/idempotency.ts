@@ -15,10 +15,13 @@ export interface IdempotencyKey {
   render(ids: readonly string[], created: string): StoredResponse
 }
 
-const mismatch = (): ApiError =>
+export const idempotencyMismatch = (): ApiError =>
   new ApiError(409, 'conflict_error', 'idempotency_key_mismatch', 'this Idempotency-Key was used with a different request body', {
     headers: { 'x-should-retry': 'false' },
   })
+
+export const idempotencyInProgress = (): ApiError =>
+  conflict('idempotency_key_in_progress', 'a request with this Idempotency-Key is still being processed', { 'retry-after': '1' })
 
 /**
  * Idempotency-Key per team (DESIGN §3): a stored answer is replayed, another body is a 409
@@ -37,14 +40,14 @@ export class IdempotencyKeys {
       throw invalid('invalid_idempotency_key', 'Idempotency-Key must be 1 to 255 printable ASCII characters without spaces', 'Idempotency-Key')
     const stored = this.store.findReplay(team, idem.key, this.ttlMs, now)
     if (stored) {
-      if (stored.bodyHash !== idem.bodyHash) throw mismatch()
+      if (stored.bodyHash !== idem.bodyHash) throw idempotencyMismatch()
       return stored.response
     }
     const held = `${team}\0${idem.key}`
     const inFlight = this.inFlight.keys.get(held)
     if (inFlight !== undefined) {
-      if (inFlight !== idem.bodyHash) throw mismatch()
-      throw conflict('idempotency_key_in_progress', 'a request with this Idempotency-Key is still being processed', { 'retry-after': '1' })
+      if (inFlight !== idem.bodyHash) throw idempotencyMismatch()
+      throw idempotencyInProgress()
     }
     this.inFlight.keys.set(held, idem.bodyHash)
     return undefined

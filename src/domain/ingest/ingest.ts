@@ -6,8 +6,8 @@ import type { ComponentMetrics } from '../../core/telemetry.js'
 import { idTooLong, MAX_ID_LENGTH } from '../../model/identifiers.js'
 import { withoutOwnIdentity } from '../../model/identity.js'
 import { emptyAttribution, type Caller, type UsageKind, type UsageRecord } from '../../model/usage-record.js'
-import { ReplayTaken, type DedupStore } from '../../ports/dedup.js'
-import { IdempotencyKeys, type IdempotencyKey } from './idempotency.js'
+import { ReplayTaken, type DedupStore, type SharedDedup, type TransactionClaim } from '../../ports/dedup.js'
+import { IdempotencyKeys, idempotencyInProgress, idempotencyMismatch, type IdempotencyKey } from './idempotency.js'
 import { inFlightFor, type InFlight } from './in-flight.js'
 
 /** One record a receiver decoded: its kind and the client's body (its `transactionId`, if any, dedups it). */
@@ -33,11 +33,20 @@ export interface IngestSettings {
   /** The receiver's accepted / refused / failed counters. */
   metrics: ComponentMetrics
   now(): number
+  /**
+   * Gateway cluster (server.shared_state): transactionIds and Idempotency-Keys are also claimed in
+   * the shared store before the records are stored, so a twin sent to another replica at the same
+   * time is stored once.
+   */
+  shared?: SharedDedup
 }
 
 /** A record this request stores first; concurrent requests with its transactionId wait on it. */
 interface Owned {
   index: number
+  kind: UsageKind
+  tx: string
+  record: UsageRecord
   resolve(id: string): void
   reject(err: unknown): void
 }
@@ -79,7 +88,9 @@ export class Ingest {
     const replayed = this.keys.begin(caller.team, idem, now)
     if (replayed) return { replayed }
     try {
-      return await this.store_(caller, items, now, idem)
+      const shared = this.settings.shared
+      if (!shared) return await this.store_(caller, items, now, idem)
+      return await this.sharedKey(shared, caller, items, now, idem)
     } catch (err) {
       if (!(err instanceof ReplayTaken)) throw err
       // Another worker stored an answer for this key while this request was on its way: that
@@ -89,6 +100,27 @@ export class Ingest {
     } finally {
       this.keys.end(caller.team, idem)
     }
+  }
+
+  /** An Idempotency-Key claimed across replicas too: the answer is stored there once the records are. */
+  private async sharedKey(shared: SharedDedup, caller: Caller, items: IngestItem[], now: number, idem: IdempotencyKey): Promise<Ingested> {
+    const owner = newId(now)
+    const claim = await shared.claimKey(caller.team, idem.key, idem.bodyHash, owner)
+    if (!claim.claimed) {
+      if (claim.bodyHash !== idem.bodyHash) throw idempotencyMismatch()
+      if (claim.response) return { replayed: claim.response }
+      throw idempotencyInProgress()
+    }
+    let out: Ingested
+    try {
+      out = await this.store_(caller, items, now, idem)
+    } catch (err) {
+      shared.releaseKey(caller.team, idem.key, owner).catch(() => undefined)
+      throw err
+    }
+    // Stored: a failure to write the answer leaves the claim to expire (claim_ttl_seconds).
+    await shared.commitKey(caller.team, idem.key, idem.bodyHash, owner, idem.render(out.ids!, out.created!), this.settings.idempotencyTtlMs).catch(() => undefined)
+    return out
   }
 
   private async store_(caller: Caller, items: IngestItem[], now: number, idem: IdempotencyKey | undefined): Promise<Ingested> {
@@ -136,8 +168,18 @@ export class Ingest {
         p.catch(() => undefined) // waiters see the rejection; nobody else need
         this.inFlight.records.set(k, p)
         held.push(k)
-        records.push(newRecord((ids[i] = newId(now)), kind, body, caller, created))
-        owned.push({ index: i, resolve, reject })
+        const record = newRecord((ids[i] = newId(now)), kind, body, caller, created)
+        records.push(record)
+        owned.push({ index: i, kind, tx, record, resolve, reject })
+      }
+      const shared = this.settings.shared
+      if (shared && owned.length > 0) {
+        try {
+          await this.claim(shared, caller.team, owned, ids, records, windowMs)
+        } catch (err) {
+          this.settings.metrics.failed(items.length)
+          throw err
+        }
       }
 
       if (records.length > 0) {
@@ -167,6 +209,8 @@ export class Ingest {
           if (toApiError(err).status < 500) this.settings.metrics.refused(records.length)
           else this.settings.metrics.failed(records.length)
           for (const o of owned) o.reject(err)
+          // The claims go, so that a retry on any replica stores the records.
+          if (shared) for (const o of owned) shared.releaseTransaction(caller.team, o.kind, o.tx, o.record.id).catch(() => undefined)
           throw err
         }
         // Ids the store kept in place of ours (another process stored the transactionId first).
@@ -176,12 +220,49 @@ export class Ingest {
           if (id !== undefined) ids[o.index] = id
           o.resolve(ids[o.index])
         }
+        // Durable: each claim becomes the dedup entry for the window. A failure here leaves the
+        // claim (it names the record) until claim_ttl_seconds; the answer stands, the record is stored.
+        if (shared) await Promise.all(owned.map((o) => shared.commitTransaction(caller.team, o.kind, o.tx, o.record.id, windowMs).catch(() => undefined)))
       }
       if (waits.length > 0) await Promise.all(waits)
       if (twins) for (const [i, first] of twins) ids[i] = ids[first]
       return { ids, created }
     } finally {
       for (const k of held) this.inFlight.records.delete(k)
+    }
+  }
+
+  /**
+   * Claims the owned transactionIds across replicas. One another replica stored takes its id and
+   * leaves the batch; when the shared store cannot be reached the claims taken are released and
+   * the request fails with the 503 (nothing stored).
+   */
+  private async claim(shared: SharedDedup, team: string, owned: Owned[], ids: string[], records: UsageRecord[], windowMs: number): Promise<void> {
+    const outcomes = await Promise.allSettled(owned.map((o) => shared.claimTransaction(team, o.kind, o.tx, o.record.id, windowMs)))
+    const claims: (TransactionClaim | undefined)[] = outcomes.map((r) => (r.status === 'fulfilled' ? r.value : undefined))
+    const failed = outcomes.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+    if (failed) {
+      owned.forEach((o, i) => {
+        if (claims[i]?.claimed) shared.releaseTransaction(team, o.kind, o.tx, o.record.id).catch(() => undefined)
+        o.reject(failed.reason)
+      })
+      owned.length = 0
+      throw failed.reason
+    }
+    const elsewhere = new Set<UsageRecord>()
+    for (let i = owned.length - 1; i >= 0; i--) {
+      const c = claims[i]!
+      if (c.claimed) continue
+      const o = owned[i]
+      ids[o.index] = c.id
+      o.resolve(c.id)
+      elsewhere.add(o.record)
+      owned.splice(i, 1)
+    }
+    if (elsewhere.size > 0) {
+      const kept = records.filter((r) => !elsewhere.has(r))
+      records.length = 0
+      records.push(...kept)
     }
   }
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { Database } from 'lmdb'
+import type { TierQuantities } from '../../ports/tiers.js'
 import type { Store } from '../../store/store.js'
 import { Decimal, SCALE, ZERO, cmpScaled, dec, formatScaled, parseQuantity, parseQuantityScaled, parseScaled, plusScaled, type Decimal as D } from './money.js'
 import { elementStep, elementStepScaled, type ElementStep, type PricingElement } from './tiers.js'
@@ -16,7 +17,7 @@ export interface Aggregate {
   distinct: number
 }
 
-const EMPTY: Aggregate = { n: 0, nv: 0, sum: '0', max: '0', distinct: 0 }
+export const EMPTY_AGGREGATE: Aggregate = { n: 0, nv: 0, sum: '0', max: '0', distinct: 0 }
 
 /** What an event contributed to each element: its cost C(after) − C(before) and its quantity (decimal strings). */
 export interface Applied {
@@ -57,7 +58,8 @@ function average(sum: D, n: number): D {
   return n === 0 ? ZERO : sum.div(n).toDecimalPlaces(SCALE, Decimal.ROUND_HALF_EVEN)
 }
 
-function distinctToken(v: unknown): string {
+/** How a DISTINCT value is remembered: short values as they are, long ones by their SHA-256. */
+export function distinctToken(v: unknown): string {
   const s = typeof v === 'string' ? 's:' + v : 'j:' + JSON.stringify(v)
   return s.length > 200 ? 'h:' + createHash('sha256').update(s).digest('hex') : s
 }
@@ -67,7 +69,7 @@ function distinctToken(v: unknown): string {
  * read-modify-write inside one LMDB write transaction; lmdb-js serialises those (and LMDB
  * itself across processes), so concurrent events for one scope never lose an update.
  */
-export class ToolAggregates {
+export class ToolAggregates implements TierQuantities {
   readonly aggregates: Database<Aggregate, Key>
   readonly distinct: Database<1, Key>
 
@@ -99,7 +101,7 @@ export class ToolAggregates {
       const applied: Applied = { parts: {}, quantities: {} }
       for (const el of c.elements) {
         const key = [...c.scope, el.name]
-        const before = this.aggregates.get(key) ?? EMPTY
+        const before = this.aggregates.get(key) ?? EMPTY_AGGREGATE
         const { after, step } = this.move(key, el, before, c.usageMetadata?.[el.name])
         applied.parts[el.name] = step.part
         applied.quantities[el.name] = step.quantity
@@ -131,20 +133,20 @@ export class ToolAggregates {
   /** The aggregate after one event and what the event cost (DISTINCT looks its value up and records it). */
   private move(key: Key, el: PricingElement, a: Aggregate, raw: unknown): Move {
     if (el.aggregationType !== 'DISTINCT') return moveAggregate(el, a, raw)
-    const after: Aggregate = { ...a, n: a.n + 1 }
+    let fresh = false
     if (raw !== undefined && raw !== null) {
       const dk = [...key, distinctToken(raw)]
       if (this.distinct.get(dk) === undefined) {
         this.distinct.put(dk, 1)
-        after.distinct = a.distinct + 1
+        fresh = true
       }
     }
-    return { after, step: countStep(el, a.distinct, after.distinct) }
+    return moveDistinct(el, a, fresh)
   }
 
   /** The current aggregate of an element (tests and reports). */
   get(scope: string[], element: string): Aggregate {
-    return this.aggregates.get([...scope, element]) ?? EMPTY
+    return this.aggregates.get([...scope, element]) ?? EMPTY_AGGREGATE
   }
 }
 
@@ -187,6 +189,12 @@ export interface Move {
 export function moveAggregate(el: PricingElement, a: Aggregate, raw: unknown): Move {
   if (el.aggregationType === 'COUNT') return { after: { ...a, n: a.n + 1 }, step: countStep(el, a.n, a.n + 1) }
   return moveScaled(el, a, raw) ?? moveDecimal(el, a, raw)
+}
+
+/** A DISTINCT element's move by one event; `fresh` when its value was not seen in the period before. */
+export function moveDistinct(el: PricingElement, a: Aggregate, fresh: boolean): Move {
+  const after: Aggregate = { ...a, n: a.n + 1, distinct: a.distinct + (fresh ? 1 : 0) }
+  return { after, step: countStep(el, a.distinct, after.distinct) }
 }
 
 function countStep(el: PricingElement, before: number, after: number): ElementStep {

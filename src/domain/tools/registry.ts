@@ -1,6 +1,7 @@
 import type { Database } from 'lmdb'
 import { conflict, notFound, ApiError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
+import type { SharedTables } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import { parseToolSpec, type Tool, type ToolSpec } from './tool.js'
 
@@ -29,6 +30,7 @@ export class ToolRegistry {
   /** team → toolId → the live tool (null: none). Only this process's API writes the registry; each write clears it. */
   private readonly live = new Map<string, Map<string, Tool | null>>()
   private liveCount = 0
+  private shared?: SharedTables
   /** Called after every change this process commits. */
   onChange?: () => void
 
@@ -40,6 +42,23 @@ export class ToolRegistry {
       if (!m) this.declared.set(d.team, (m = new Map()))
       m.set(d.spec.toolId, d)
     }
+  }
+
+  /** Gateway cluster: tools are shared with the other replicas; a change there drops the lookup cache here. */
+  async share(tables: SharedTables): Promise<void> {
+    this.shared = tables
+    const changed = () => this.forget()
+    await tables.attach([
+      { db: 'tools', changed },
+      { db: 'tool-ids', changed },
+    ])
+  }
+
+  /** Rows a write changed, to the other replicas (gateway cluster). */
+  private async wrote(team: string, id: string, toolIds: string[]): Promise<void> {
+    if (!this.shared) return
+    await this.shared.wrote('tools', [[team, id]])
+    await this.shared.wrote('tool-ids', toolIds.map((t) => [team, t]))
   }
 
   static yamlId(toolId: string): string {
@@ -140,6 +159,7 @@ export class ToolRegistry {
       }),
     )
     if (!ok) throw duplicate(spec.toolId)
+    await this.wrote(team, tool.id, [spec.toolId])
     return tool
   }
 
@@ -177,6 +197,7 @@ export class ToolRegistry {
       }),
     )
     if (clash) throw duplicate(spec.toolId)
+    await this.wrote(team, id, spec.toolId === current.toolId ? [spec.toolId] : [spec.toolId, current.toolId])
     return next
   }
 
@@ -192,6 +213,7 @@ export class ToolRegistry {
         if (this.ids.get([team, current.toolId]) === id) this.ids.remove([team, current.toolId])
       }),
     )
+    await this.wrote(team, id, [current.toolId])
     return gone
   }
 
@@ -211,6 +233,7 @@ export class ToolRegistry {
       }),
     )
     if (clash) throw duplicate(current.toolId)
+    await this.wrote(team, id, [current.toolId])
     return back
   }
 }

@@ -2,6 +2,7 @@ import type { Agent } from 'undici'
 import type { Logger } from 'pino'
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 import { newId } from '../../core/ids.js'
+import type { DeliveryClaims } from '../../ports/deliveries.js'
 import type { Store } from '../../store/store.js'
 import { DestinationGuard, DestinationRefused } from './destination.js'
 import type { ConfigurationSource, Delivery, ExportConfiguration, WebhookEvent } from './model.js'
@@ -20,6 +21,8 @@ export interface EngineOptions {
   maxRetryAfterMs: number
   vendorWord: string
   allowPrivateDestinations: string[]
+  /** Gateway cluster: a delivery is sent only if it holds the cluster's claim on its (endpoint, event). */
+  claims?: DeliveryClaims
 }
 
 /** Scan at most this many due entries per pass, so a large backlog never stalls a tick. */
@@ -301,6 +304,11 @@ export class DeliveryEngine {
       await this.queue.due.remove([dueAt, id])
       return
     }
+    if (this.opts.claims && d.attemptCount === 0 && !(await this.claimed(d))) {
+      if (d.status !== 'failed') return // shared state unreachable: the due entry stays, tried at a later pass
+      await this.queue.settle(d, dueAt)
+      return
+    }
     const startedAt = this.now()
     const t0 = performance.now()
     const outcome = await this.send(d, config)
@@ -338,6 +346,28 @@ export class DeliveryEngine {
       }
     }
     await this.queue.settle(d, dueAt)
+  }
+
+  /**
+   * Whether this delivery holds the cluster's claim on its event and endpoint. Another replica's
+   * delivery holding it settles this one as failed, unsent; no answer from the shared state
+   * leaves it pending.
+   */
+  private async claimed(d: Delivery): Promise<boolean> {
+    let mine: boolean
+    try {
+      mine = await this.opts.claims!.claim(d.configId, d.eventId, d.id)
+    } catch {
+      return false
+    }
+    if (!mine) {
+      d.status = 'failed'
+      d.nextAttemptAt = undefined
+      d.updatedAt = this.now()
+      d.lastError = 'another replica of the cluster delivers this event to this endpoint'
+      this.logger.info({ deliveryId: d.id, eventId: d.eventId, configId: d.configId }, 'webhook delivery left to another replica')
+    }
+    return mine
   }
 
   private async send(d: Delivery, config: ExportConfiguration | undefined): Promise<Outcome> {

@@ -1,8 +1,12 @@
 import { Type, type Static } from '@sinclair/typebox'
+import { ClickHouseAnalytics } from '../../adapters/clickhouse/analytics.js'
+import { findClickHouse } from '../../adapters/clickhouse/registry.js'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
 import type { Batch } from '../../core/consumer.js'
-import { AnalyticsIndex, publishAnalytics, withdrawAnalytics, type Analytics } from '../../domain/analytics/index.js'
+import { ApiError } from '../../core/errors.js'
+import { AnalyticsIndex, publishAnalytics, withdrawAnalytics, type Analytics, type AnalyticsReader } from '../../domain/analytics/index.js'
 import type { UsageRecord } from '../../model/usage-record.js'
+import { embeddedReader } from './embedded.js'
 import { analyticsGauges } from './metrics.js'
 import { Rebuild } from './rebuild.js'
 import { RepriceWatch } from './reprice-watch.js'
@@ -12,6 +16,11 @@ const schema = Type.Object(
   {
     query_api: Type.Boolean({ default: true, description: 'Serve the read endpoints under /{api_prefix}/v2/api/analytics/ (docs/analytics.md)' }),
     max_buckets: Type.Integer({ default: 2000, minimum: 1, maximum: 100_000, description: 'Most buckets tools/cost-over-time answers with; a longer from..to for its interval is a 400' }),
+    backend: Type.Union([Type.Literal('embedded'), Type.Literal('clickhouse')], {
+      default: 'embedded',
+      description: 'Where the endpoints are answered from: the in-memory index of this process\'s records (embedded), or the ClickHouse table a clickhouse exporter fills (every replica\'s records; no index is kept in memory). docs/clickhouse.md',
+    }),
+    clickhouse_exporter: Type.String({ default: 'clickhouse', description: 'With backend clickhouse: the id of the clickhouse exporter (in any pipeline) whose table is queried' }),
     reprice_poll_ms: Type.Integer({ default: 1000, minimum: 10, description: 'How often records stored unpriced are checked for a price set since by `meterd reprice` (another process)' }),
   },
   { additionalProperties: false },
@@ -27,6 +36,7 @@ type Config = Static<typeof schema>
 export class AnalyticsExporter implements ConsumingComponent, Analytics {
   readonly consumers
   readonly index = new AnalyticsIndex()
+  reader?: AnalyticsReader
   private host?: Host
   private rebuild?: Rebuild
   private watch?: RepriceWatch
@@ -39,28 +49,69 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   }
 
   get ready(): boolean {
+    if (this.config.backend === 'clickhouse') return this.host !== undefined
     return this.rebuild !== undefined && !this.rebuild.active && !this.rebuild.failed
   }
 
   whenReady(): Promise<void> {
+    if (this.config.backend === 'clickhouse') return this.host ? Promise.resolve() : Promise.reject(new Error('the analytics exporter has not started'))
     return this.rebuild?.done ?? Promise.reject(new Error('the analytics exporter has not started'))
   }
 
   async start(host: Host): Promise<void> {
     this.host = host
     const logger = this.settings.logger
-    const peers = host.cluster.workers > 1
-    this.rebuild = new Rebuild(host.store, this.index, logger, peers)
-    // Every worker answers the queries, so each adds what the others store too.
-    if (peers) host.cluster.subscribe(`${this.settings.id}.records`, (ids) => this.fromPeers(ids as string[]))
-    this.watch = new RepriceWatch(host.store, this.index, logger)
-    this.rebuild.done.then(
-      () => this.watch!.start(this.config.reprice_poll_ms),
-      (err) => logger.error({ err }, 'analytics: reading the stored records failed; the analytics endpoints stay unavailable'),
-    )
+    if (this.config.backend !== 'clickhouse') {
+      const peers = host.cluster.workers > 1
+      this.rebuild = new Rebuild(host.store, this.index, logger, peers)
+      // Every worker answers the queries, so each adds what the others store too.
+      if (peers) host.cluster.subscribe(`${this.settings.id}.records`, (ids) => this.fromPeers(ids as string[]))
+      this.watch = new RepriceWatch(host.store, this.index, logger)
+      this.rebuild.done.then(
+        () => this.watch!.start(this.config.reprice_poll_ms),
+        (err) => logger.error({ err }, 'analytics: reading the stored records failed; the analytics endpoints stay unavailable'),
+      )
+    }
     publishAnalytics(host.store, this.settings.id, this)
     analyticsGauges(this.settings.registry, this.settings.id, this)
-    if (this.config.query_api) mountAnalyticsRoutes(host, this, { maxBuckets: this.config.max_buckets })
+    const reader = (this.reader = this.config.backend === 'clickhouse' ? this.clickhouseReader(host) : embeddedReader(host, this.index))
+    if (this.config.query_api) mountAnalyticsRoutes(host, this, reader, { maxBuckets: this.config.max_buckets })
+  }
+
+  /**
+   * The ClickHouse reader, found at the first query (exporters start in any order); a query
+   * ClickHouse cannot answer now is a 503 with Retry-After, never a 500.
+   */
+  private clickhouseReader(host: Host): AnalyticsReader {
+    let reader: ClickHouseAnalytics | undefined
+    const id = this.config.clickhouse_exporter
+    const logger = this.settings.logger
+    const get = (): ClickHouseAnalytics => {
+      if (reader) return reader
+      const records = findClickHouse(host.store, id)
+      if (!records) throw new ApiError(503, 'api_error', 'analytics_unavailable', `analytics reads the ClickHouse table of exporter ${id}, which is not running`, { headers: { 'Retry-After': '5' } })
+      return (reader = new ClickHouseAnalytics(records.client, records.target))
+    }
+    const wrap =
+      <A extends unknown[], R>(call: (r: ClickHouseAnalytics, ...a: A) => Promise<R>) =>
+      async (...a: A): Promise<R> => {
+        const r = get()
+        try {
+          return await call(r, ...a)
+        } catch (err) {
+          logger.warn({ err: (err as Error).message }, 'analytics: ClickHouse query failed')
+          throw new ApiError(503, 'api_error', 'analytics_unavailable', 'ClickHouse did not answer the analytics query; retry shortly', { headers: { 'Retry-After': '5' } })
+        }
+      }
+    return {
+      agentsCost: wrap((r, team: string, q) => r.agentsCost(team, q)),
+      toolsCostOverTime: wrap((r, team: string, q, interval) => r.toolsCostOverTime(team, q, interval)),
+      traceCostDistribution: wrap((r, team: string, q, opts) => r.traceCostDistribution(team, q, opts)),
+      traceList: wrap((r, team: string, q, o) => r.traceList(team, q, o)),
+      traceRecords: wrap((r, team: string, traceId: string) => r.traceRecords(team, traceId)),
+      providerStats: wrap((r, team: string, q, by) => r.providerStats(team, q, by)),
+      totals: wrap((r, team: string, q) => r.totals(team, q)),
+    }
   }
 
   async shutdown(): Promise<void> {
@@ -76,6 +127,8 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
    * one row append per record, nothing else.
    */
   private async consume(batch: Batch<UsageRecord>): Promise<void> {
+    // With ClickHouse the clickhouse exporter delivers the records; nothing is kept here.
+    if (this.config.backend === 'clickhouse') return
     const rebuild = this.rebuild!
     if (rebuild.active) for (const r of batch.items) rebuild.expect(r.id)
     // The write unit is created by whichever component writes first; once every branch of the

@@ -1,22 +1,15 @@
 import type { Host } from '../../core/component.js'
 import { ApiError, invalid, notFound } from '../../core/errors.js'
 import {
-  agentsCost,
   bucketsOf,
   formatUnits,
   INTERVALS,
-  providerStats,
-  toolsCostOverTime,
-  totals,
-  traceCostDistribution,
   traceDetail,
-  traceList,
   type AgentCost,
-  type Analytics,
+  type AnalyticsReader,
   type Interval,
   type Totals,
 } from '../../domain/analytics/index.js'
-import { USAGE_KINDS, type UsageKind, type UsageRecord } from '../../model/usage-record.js'
 import { paging } from '../../transport/http/query.js'
 import type { Reply, RequestContext } from '../../transport/http/server.js'
 import { amount, choice, integer, readQuery, type ReadQuery } from './params.js'
@@ -38,7 +31,7 @@ const AGENT_SORTS = ['totalCost', 'tokenCost', 'toolCost', 'completions', 'toolE
  * The analytics read endpoints (DESIGN §8) under /{api_prefix}/v2/api/analytics/: the analytics
  * bucket, scope analytics:read, always the key's team.
  */
-export function mountAnalyticsRoutes(host: Host, analytics: Analytics, o: RouteOptions): void {
+export function mountAnalyticsRoutes(host: Host, analytics: { readonly ready: boolean }, reader: AnalyticsReader, o: RouteOptions): void {
   const base = `/${host.server.api_prefix}/v2/api/analytics`
   const get = (path: string, handler: (ctx: RequestContext) => Reply | Promise<Reply>) =>
     host.http.route({
@@ -52,13 +45,11 @@ export function mountAnalyticsRoutes(host: Host, analytics: Analytics, o: RouteO
         return handler(ctx)
       },
     })
-  const team = (q: ReadQuery) => analytics.index.team(q.team)
-
-  get('agents/cost', (ctx) => {
+  get('agents/cost', async (ctx) => {
     const q = readQuery(ctx, host.now(), ['sort', 'order'])
     const sort = choice(ctx, 'sort', AGENT_SORTS, 'totalCost')
     const order = choice(ctx, 'order', ['asc', 'desc'], sort === 'agent' ? 'asc' : 'desc')
-    const agents = sortAgents(agentsCost(team(q), q), sort, order)
+    const agents = sortAgents(await reader.agentsCost(q.team, q), sort, order)
     const sum = (f: (a: AgentCost) => bigint) => agents.reduce((s, a) => s + f(a), 0n)
     return {
       status: 200,
@@ -86,13 +77,13 @@ export function mountAnalyticsRoutes(host: Host, analytics: Analytics, o: RouteO
     }
   })
 
-  get('tools/cost-over-time', (ctx) => {
+  get('tools/cost-over-time', async (ctx) => {
     const q = readQuery(ctx, host.now(), ['interval'])
     const interval = choice<Interval>(ctx, 'interval', Object.keys(INTERVALS) as Interval[], 'hour')
     const { start, count, width } = bucketsOf(q.from, q.to, interval)
     if (count > o.maxBuckets)
       throw invalid('invalid_parameter', `from..to by ${interval} is ${count} buckets, more than ${o.maxBuckets}: choose a longer interval or a shorter period`, 'interval')
-    const tools = toolsCostOverTime(team(q), q, interval)
+    const tools = await reader.toolsCostOverTime(q.team, q, interval)
     return {
       status: 200,
       body: {
@@ -110,11 +101,11 @@ export function mountAnalyticsRoutes(host: Host, analytics: Analytics, o: RouteO
     }
   })
 
-  get('traces/cost-distribution', (ctx) => {
+  get('traces/cost-distribution', async (ctx) => {
     const q = readQuery(ctx, host.now(), ['threshold', 'buckets'])
     const threshold = amount(ctx, 'threshold')
     const buckets = integer(ctx, 'buckets', 1, 100, 20)
-    const d = traceCostDistribution(team(q), q, { threshold, buckets })
+    const d = await reader.traceCostDistribution(q.team, q, { threshold, buckets })
     const m = (v: bigint | null) => (v === null ? null : money(v))
     return {
       status: 200,
@@ -133,13 +124,13 @@ export function mountAnalyticsRoutes(host: Host, analytics: Analytics, o: RouteO
     }
   })
 
-  get('traces', (ctx) => {
+  get('traces', async (ctx) => {
     const q = readQuery(ctx, host.now(), ['sort', 'order', 'minCost', 'page', 'size'])
     const sort = choice(ctx, 'sort', ['cost', 'time'], 'cost')
     const order = choice(ctx, 'order', ['asc', 'desc'], 'desc')
     const minCost = amount(ctx, 'minCost')
     const { page, size } = paging(ctx)
-    const { total, traces } = traceList(team(q), q, { sort, order, minCost, page, size })
+    const { total, traces } = await reader.traceList(q.team, q, { sort, order, minCost, page, size })
     return {
       status: 200,
       body: {
@@ -164,10 +155,10 @@ export function mountAnalyticsRoutes(host: Host, analytics: Analytics, o: RouteO
     }
   })
 
-  get('traces/:traceId', (ctx) => {
+  get('traces/:traceId', async (ctx) => {
     const q = readQuery(ctx, host.now(), [], { whole: true })
     const traceId = ctx.params.traceId
-    const stored = USAGE_KINDS.flatMap((kind) => traceRecords(host, q.team, traceId, kind))
+    const stored = await reader.traceRecords(q.team, traceId)
     if (stored.length === 0) throw notFound(`no trace ${traceId} in this team`, 'traceId')
     const t = traceDetail(traceId, stored, q)
     const empty = t.records.length === 0
@@ -201,19 +192,18 @@ export function mountAnalyticsRoutes(host: Host, analytics: Analytics, o: RouteO
   })
 
   for (const by of ['provider', 'model'] as const) {
-    get(`${by}s`, (ctx) => {
+    get(`${by}s`, async (ctx) => {
       const q = readQuery(ctx, host.now(), [])
-      const stats = providerStats(team(q), q, by)
+      const stats = await reader.providerStats(q.team, q, by)
       return { status: 200, body: { ...head(q), [`${by}s`]: stats.map((s) => ({ ...s, cost: money(s.cost) })) } }
     })
   }
 
-  get('summary', (ctx) => {
+  get('summary', async (ctx) => {
     const q = readQuery(ctx, host.now(), [])
     const length = q.to - q.from
     const previous = { ...q, from: q.from - length, to: q.from }
-    const now = totals(team(q), q)
-    const before = totals(team(q), previous)
+    const [now, before] = await Promise.all([reader.totals(q.team, q), reader.totals(q.team, previous)])
     const percent = before.cost === 0n ? null : (Number(((now.cost - before.cost) * 1_000_000n) / before.cost) / 10_000)
     return {
       status: 200,
@@ -244,14 +234,4 @@ function sortAgents(agents: AgentCost[], sort: (typeof AGENT_SORTS)[number], ord
     if (x !== y) return (x < y ? -1 : 1) * dir
     return name(a) < name(b) ? -1 : name(a) > name(b) ? 1 : 0
   })
-}
-
-/** Every stored record of one trace and kind, from the store's traceId index. */
-function traceRecords(host: Host, team: string, traceId: string, kind: UsageKind): UsageRecord[] {
-  const out: UsageRecord[] = []
-  for (let page = 0; ; page++) {
-    const { records, total } = host.store.usage.list({ team, kind, traceId, page, size: 1000 })
-    out.push(...records)
-    if (out.length >= total || records.length === 0) return out
-  }
 }

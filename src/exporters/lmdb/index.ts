@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
 import { unitOf, type Batch } from '../../core/consumer.js'
-import { RetryableError } from '../../core/errors.js'
+import { RetryableError, StoreUnwritableError } from '../../core/errors.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import { mountReadRoutes } from './read-api.js'
 
@@ -65,6 +65,7 @@ export class LmdbExporter implements ConsumingComponent {
       await unit.commit()
     } catch (err) {
       this.settings.metrics.failed(batch.items.length)
+      if (err instanceof StoreUnwritableError) throw err
       throw new RetryableError(`lmdb write failed: ${(err as Error).message}`, err)
     }
     this.settings.metrics.accepted(batch.items.length)

@@ -13,6 +13,10 @@ const schema = Type.Object(
       default: 'exportconfigs',
       description: 'Id of the exportconfigs extension whose configurations and delivery engine this exporter uses',
     }),
+    configurations: Type.Array(Type.String({ minLength: 1 }), {
+      default: [],
+      description: "Names of the export configurations this exporter delivers to (e.g. one organization's webhook behind a routing connector); empty = every configuration of the record's team",
+    }),
   },
   { additionalProperties: false },
 )
@@ -48,8 +52,10 @@ export class WebhookExporter implements ConsumingComponent {
     // request's write unit, after the pricing step has set the costs they carry, and the
     // deliveries commit in the same transaction as the records.
     const wanted: { r: UsageRecord; configs: readonly ExportConfiguration[] }[] = []
+    const names = this.config.configurations
     for (const r of batch.items) {
-      const configs = store!.forTeam(r.caller.team)
+      let configs = store!.forTeam(r.caller.team)
+      if (names.length > 0) configs = configs.filter((c) => names.includes(c.name))
       if (configs.length > 0) wanted.push({ r, configs })
     }
     if (wanted.length === 0) return

@@ -35,6 +35,7 @@ export class AlertsExtension implements Component {
 
   async start(host: Host): Promise<void> {
     const store = new AlertStore(host.store)
+    if (host.shared) await store.share(host.shared.tables)
     const ext = host.getExtension(this.config.export_configurations)
     const notifier = ext instanceof ExportConfigurations && ext.store && ext.engine ? new WebhookNotifier(ext.store, ext.engine, store) : undefined
     if (!notifier) this.settings.logger.warn({ extension: this.config.export_configurations }, 'no exportconfigs extension: alert events are recorded but not delivered')

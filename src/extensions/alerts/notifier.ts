@@ -23,6 +23,11 @@ export class WebhookNotifier implements AlertNotifier {
     if (rules) engine.addSource(SLACK, new SlackTargets(rules))
   }
 
+  /** Refuses (DestinationRefused) a Slack URL the delivery engine would refuse: the webhooks' SSRF guard, names resolved now. */
+  checkDestination(url: string): Promise<void> {
+    return this.engine.guard.check(new URL(url))
+  }
+
   /** Whether `id` is an export configuration of `team`. */
   knows(team: string, id: string): boolean {
     return this.configs.getForTeam(id, team) !== undefined

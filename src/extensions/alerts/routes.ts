@@ -3,6 +3,7 @@ import { ApiError, invalid, notFound } from '../../core/errors.js'
 import type { AlertEvaluator } from '../../domain/alerts/evaluator.js'
 import { INITIAL_STATE, type AlertRule, type AlertState } from '../../domain/alerts/model.js'
 import { parseRule } from '../../domain/alerts/parse.js'
+import { DestinationRefused } from '../../domain/webhooks/destination.js'
 import type { AlertStore } from '../../domain/alerts/store.js'
 import { checkTeam, halPage, paging } from '../../transport/http/query.js'
 import type { Reply, RequestContext } from '../../transport/http/server.js'
@@ -74,11 +75,19 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     return rule
   }
   const iso = () => new Date(host.now()).toISOString()
-  const checkWebhooks = (rule: Pick<AlertRule, 'webhookConfigurations'>, team: string) => {
+  const checkWebhooks = async (rule: Pick<AlertRule, 'webhookConfigurations' | 'slackConfigurations'>, team: string) => {
     rule.webhookConfigurations.forEach((id, i) => {
       if (d.notifier && !d.notifier.knows(team, id))
         throw invalid('unknown_export_configuration', `no export configuration ${id} in this team`, `webhookConfigurations[${i}]`)
     })
+    // Slack targets go through the same SSRF guard as export configurations, at creation too.
+    for (const [i, target] of rule.slackConfigurations.entries()) {
+      await d.notifier?.checkDestination(target.webhookUrl).catch((err) => {
+        if (err instanceof DestinationRefused)
+          throw invalid('destination_refused', `slackConfigurations[${i}] is refused: ${err.message} (allow it with exportconfigs.allow_private_destinations)`, `slackConfigurations[${i}]`)
+        throw err
+      })
+    }
   }
 
   route('GET', '', 'platform:read', (ctx) => {
@@ -96,7 +105,7 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     const fields = parseRule(body)
     if (store.forTeam(team).length >= d.maxRulesPerTeam)
       throw invalid('too_many_rules', `a team holds at most ${d.maxRulesPerTeam} alert rules (alerts.max_rules_per_team)`, undefined, 422)
-    checkWebhooks(fields, team)
+    await checkWebhooks(fields, team)
     const now = iso()
     const rule: AlertRule = { id: store.newId(), team, ...fields, createdAt: now, updatedAt: now }
     await store.put(rule)
@@ -113,7 +122,7 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     const body = await ctx.json()
     checkBodyTeam(body, current.team)
     const fields = parseRule(body, current)
-    checkWebhooks(fields, current.team)
+    await checkWebhooks(fields, current.team)
     const rule: AlertRule = { ...current, ...fields, updatedAt: iso() }
     await store.put(rule)
     // A changed rule is measured afresh; a disabled one stops firing without an event (docs/alerts.md).

@@ -27,16 +27,19 @@ export class ApiKeys implements Component, Authenticator {
 
   async start(host: Host): Promise<void> {
     this.keys = new KeyStore(host.store)
+    // Shared keys first: a cluster's replicas bootstrap only when none of them has a key.
+    if (host.shared) await this.keys.share(host.shared.tables)
     host.admission.setAuthenticator(this)
     host.http.route(resolveKeyRoute)
     if (this.config.bootstrap && this.keys.isEmpty()) {
-      const { key, record } = await this.keys.create({
-        team: 'default',
-        scopes: ['admin'],
-        name: 'first admin key',
-        key: this.config.bootstrap_key ?? (process.env.METERD_BOOTSTRAP_API_KEY || undefined),
-      })
-      // Printed once, to stdout, not through the logger: logs are shipped and kept.
+      const supplied = this.config.bootstrap_key ?? (process.env.METERD_BOOTSTRAP_API_KEY || undefined)
+      const { key, record } = await this.keys.create({ team: 'default', scopes: ['admin'], name: 'first admin key', key: supplied })
+      if (supplied) {
+        // The operator already has it (METERD_BOOTSTRAP_API_KEY or bootstrap_key): never echoed, stdout is often kept as logs.
+        this.settings.logger.info({ keyId: record.id, team: record.team }, 'created the first admin key from the supplied bootstrap key (not printed)')
+        return
+      }
+      // A generated key is printed once, to stdout, not through the logger: logs are shipped and kept.
       process.stdout.write(
         `\nmeterd: created the first admin key (id ${record.id}, team ${record.team}). It is shown only this once:\n\n    ${key}\n\n` +
           `Use it as:  curl -H 'x-api-key: ${key}' ...   Create narrower keys with \`meterd keys create\`.\n\n`,

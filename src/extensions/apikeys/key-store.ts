@@ -1,6 +1,7 @@
 import { hash, randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
 import { SCOPES, type Scope } from '../../transport/admission/index.js'
+import type { SharedTables } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 
 /** An API key as stored: never the key itself, only its SHA-256. */
@@ -77,11 +78,28 @@ export class KeyStore {
   private readonly cache = new Map<string, ApiKeyRecord>()
   private cachedGeneration = -1
   private generationReadAt = -Infinity
+  private shared?: SharedTables
 
   constructor(private readonly store: Store) {
     this.byHash = store.db<string, ApiKeyRecord>('apikeys')
     this.ids = store.db<string, string>('apikey-ids')
     this.meta = store.db<string, number>('apikey-meta')
+  }
+
+  /**
+   * Gateway cluster: keys are shared with the other replicas (written through to Redis, mirrored
+   * here, the lookup cache dropped when another replica changes one).
+   */
+  async share(tables: SharedTables): Promise<void> {
+    this.shared = tables
+    const changed = () => {
+      this.cache.clear()
+      this.generationReadAt = -Infinity
+    }
+    await tables.attach([
+      { db: 'apikeys', changed },
+      { db: 'apikey-ids', changed },
+    ])
   }
 
   /** Call inside a write transaction that changes a key. */
@@ -135,6 +153,8 @@ export class KeyStore {
         this.bump()
       }),
     )
+    await this.shared?.wrote('apikeys', [digest])
+    await this.shared?.wrote('apikey-ids', [record.id])
     return { key, record, account: choice }
   }
 
@@ -169,9 +189,10 @@ export class KeyStore {
 
   /** Revokes by key id; false when there is no such key. */
   async revoke(id: string): Promise<boolean> {
+    let digest: string | undefined
     const found = await this.store.durable(
       this.byHash.transaction(() => {
-        const digest = this.ids.get(id)
+        digest = this.ids.get(id)
         const r = digest ? this.byHash.get(digest) : undefined
         if (!digest || !r) return false
         if (!r.revoked) {
@@ -182,6 +203,7 @@ export class KeyStore {
       }),
     )
     this.generationReadAt = -Infinity // this process sees its own revocation at the next request
+    if (found && digest !== undefined) await this.shared?.wrote('apikeys', [digest])
     return found
   }
 }

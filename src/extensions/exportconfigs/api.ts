@@ -107,13 +107,28 @@ function parseUrl(d: ApiDeps, v: unknown): string {
   if (u.protocol !== 'https:' && u.protocol !== 'http:') throw invalid('invalid_url', `url must use https or http, not ${u.protocol.slice(0, -1)}`, 'url')
   if (u.username || u.password) throw invalid('invalid_url', 'url must not carry credentials; sign deliveries instead', 'url')
   if (u.hash) throw invalid('invalid_url', 'url must not have a #fragment', 'url')
+  if (u.port === '0') throw invalid('invalid_url', 'url must not use port 0', 'url')
   try {
     d.engine.guard.checkLiteral(u)
   } catch (err) {
-    if (err instanceof DestinationRefused) throw invalid('destination_refused', `url is refused: ${err.message} (allow it with allow_private_destinations)`, 'url')
-    throw err
+    throw refused(err)
   }
   return u.toString()
+}
+
+function refused(err: unknown): unknown {
+  if (err instanceof DestinationRefused) return invalid('destination_refused', `url is refused: ${err.message} (allow it with allow_private_destinations)`, 'url')
+  return err
+}
+
+/** Resolves the url's name now, as delivery will: a name that leads only to internal addresses is refused at once. */
+async function checkDestination(d: ApiDeps, url: string | undefined): Promise<void> {
+  if (url === undefined) return
+  try {
+    await d.engine.guard.check(new URL(url))
+  } catch (err) {
+    throw refused(err)
+  }
 }
 
 function parseFilters(v: unknown): Filters {
@@ -171,7 +186,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
   route('POST', '', 'platform:write', async (ctx) => {
     const team = checkTeam(ctx)
     const f = parseFields(d, await ctx.json(), true)
-    if (f.signingEnabled) throw invalid('invalid_field', 'signing is turned on by POST …/{id}/rotate-signing-secret, which shows the secret once', 'signingEnabled')
+    await checkDestination(d, f.url)
     const now = iso()
     const c: ExportConfiguration = {
       id: 'exp_' + newId(host.now()),
@@ -186,8 +201,11 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
       createdAt: now,
       updatedAt: now,
     }
-    await store.put(c)
-    return { status: 201, body: view(d, c) }
+    // Signed from the first delivery unless the caller opts out: the secret is made now and
+    // shown in this answer only (as by rotate-signing-secret), committed with the configuration.
+    const signingSecret = await store.create(c, f.signingEnabled ?? true, host.now())
+    if (signingSecret === undefined) return { status: 201, body: view(d, c) }
+    return { status: 201, body: { ...view(d, c), signingSecret }, headers: { 'cache-control': 'no-store' } }
   })
 
   route('GET', '/:id', 'platform:read', (ctx) => ({ status: 200, body: view(d, load(ctx)) }))
@@ -195,6 +213,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
   const update = (full: boolean) => async (ctx: RequestContext): Promise<Reply> => {
     const c = load(ctx)
     const f = parseFields(d, await ctx.json(), full)
+    await checkDestination(d, f.url)
     if (f.signingEnabled !== undefined && !(await store.setSigningEnabled(c.id, f.signingEnabled)))
       throw invalid('no_signing_secret', 'this configuration has no signing secret yet: call rotate-signing-secret', 'signingEnabled')
     const { signingEnabled: _s, ...fields } = f

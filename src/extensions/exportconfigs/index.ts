@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
 import { DeliveryEngine } from '../../domain/webhooks/engine.js'
 import { mountExportConfigurationRoutes } from './api.js'
+import { loadOrCreateMasterKey, readMasterKeyFile } from './master-key.js'
 import { SecretBox } from './secrets.js'
 import { shareChanges } from '../../core/cluster/bus.js'
 import { ExportConfigStore } from './store.js'
@@ -10,7 +11,8 @@ const schema = Type.Object(
   {
     master_key: Type.String({
       default: '',
-      description: 'Encrypts signing secrets at rest (AES-256-GCM) when set, e.g. ${env:METERD_MASTER_KEY}; empty = stored unencrypted',
+      description:
+        'Encrypts signing secrets at rest (AES-256-GCM), e.g. ${env:METERD_MASTER_KEY}; empty = a random key generated on first start in master.key in the data directory (storage.path; 0600; back it up with data.mdb)',
     }),
     allow_private_destinations: Type.Array(Type.String(), {
       default: [],
@@ -43,8 +45,17 @@ export class ExportConfigurations implements Component {
   constructor(private readonly settings: CreateSettings, private readonly config: Config) {}
 
   async start(host: Host): Promise<void> {
-    const box = new SecretBox(this.config.master_key || undefined)
+    const box = this.secretBox(host)
     this.store = new ExportConfigStore(host.store, box)
+    if (host.shared) await this.store.share(host.shared.tables)
+    // Secrets from older versions (plain) or sealed under a previous key move to the current key.
+    const { resealed, unreadable } = await this.store.resealAll()
+    if (resealed) this.settings.logger.info({ resealed }, 'webhook signing secrets re-encrypted with the current master key')
+    if (unreadable.length)
+      this.settings.logger.error(
+        { configurations: unreadable },
+        'webhook signing secrets that no master key opens (the key changed or master.key was lost): their deliveries fail until the key is restored or the secret is rotated with {"immediate": true}',
+      )
     this.engine = new DeliveryEngine(
       host.store,
       this.store,
@@ -57,6 +68,7 @@ export class ExportConfigurations implements Component {
         maxRetryAfterMs: this.config.max_retry_after_seconds * 1000,
         vendorWord: host.server.vendor_word,
         allowPrivateDestinations: this.config.allow_private_destinations,
+        claims: host.shared?.deliveries,
       },
       () => host.now(),
       this.settings.logger,
@@ -70,7 +82,29 @@ export class ExportConfigurations implements Component {
     if (host.cluster.leader) host.cluster.subscribe(`${this.settings.id}.kick`, () => engine.kick())
     else engine.follow(() => host.cluster.publish(`${this.settings.id}.kick`, null))
     this.engine.start()
-    this.settings.logger.info({ encryptedSecrets: box.encrypting, pending: this.engine.queue.depth }, 'webhook delivery engine started')
+    this.settings.logger.info({ pending: this.engine.queue.depth }, 'webhook delivery engine started')
+  }
+
+  /**
+   * The configured master key, else the one in <data dir>/master.key (made on first start),
+   * so secrets are never stored in clear. A key file left from before a key was configured
+   * still opens the secrets it sealed (they are resealed at start).
+   */
+  private secretBox(host: Host): SecretBox {
+    const dataDir = host.store.opts.path
+    if (this.config.master_key) {
+      let fromFile: string | undefined
+      try {
+        fromFile = readMasterKeyFile(dataDir)
+      } catch (err) {
+        // Only secrets sealed before master_key was set need it; those are reported as unreadable below.
+        this.settings.logger.warn({ err: (err as Error).message }, 'ignoring a damaged master.key: master_key is configured')
+      }
+      return new SecretBox(this.config.master_key, fromFile ? [fromFile] : [])
+    }
+    const { key, created, path } = loadOrCreateMasterKey(dataDir)
+    if (created) this.settings.logger.warn({ path }, 'generated a master key for webhook signing secrets: back this file up with data.mdb (without it the secrets must be rotated)')
+    return new SecretBox(key)
   }
 
   async shutdown(): Promise<void> {

@@ -3,7 +3,7 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:
 /** Rotation overlap of SPEC's Limits: the previous secret stays valid for 24 hours. */
 export const OVERLAP_MS = 24 * 3_600_000
 
-/** A secret at rest: AES-256-GCM under the master key, or plain when none is configured. */
+/** A secret at rest: AES-256-GCM under the master key; `none` only as older versions wrote it when no master key was configured. */
 export type SealedSecret =
   | { alg: 'aes-256-gcm'; iv: Buffer; tag: Buffer; ct: Buffer }
   | { alg: 'none'; value: string }
@@ -48,21 +48,28 @@ export function rotate(state: SigningState | undefined, sealed: SealedSecret, op
   return next
 }
 
-/** Seals and opens secrets with a key derived from the operator's master key. */
+/** A sealed secret that no key this process holds can open (the master key changed). */
+export class SecretUnreadable extends Error {}
+
+const derive = (masterKey: string) => createHash('sha256').update('meterd/webhook-secrets/v1\0').update(masterKey).digest()
+
+/**
+ * Seals secrets with a key derived from the master key, and opens them with it or with an
+ * older one (`previous`: the generated key file once the operator configures a key of their
+ * own). `{alg: 'none'}` secrets written by older versions still open; reseal() moves
+ * them, and secrets sealed under an older key, to the current key.
+ */
 export class SecretBox {
-  private readonly key?: Buffer
+  private readonly key: Buffer
+  private readonly previous: Buffer[]
 
-  constructor(masterKey: string | undefined) {
-    if (masterKey) this.key = createHash('sha256').update('meterd/webhook-secrets/v1\0').update(masterKey).digest()
-  }
-
-  get encrypting(): boolean {
-    return this.key !== undefined
+  constructor(masterKey: string, previous: readonly string[] = []) {
+    this.key = derive(masterKey)
+    this.previous = previous.filter((k) => k !== masterKey).map(derive)
   }
 
   /** `aad` binds the ciphertext to its configuration, so a sealed secret cannot be moved to another. */
   seal(secret: string, aad: string): SealedSecret {
-    if (!this.key) return { alg: 'none', value: secret }
     const iv = randomBytes(12)
     const c = createCipheriv('aes-256-gcm', this.key, iv)
     c.setAAD(Buffer.from(aad))
@@ -72,10 +79,35 @@ export class SecretBox {
 
   open(s: SealedSecret, aad: string): string {
     if (s.alg === 'none') return s.value
-    if (!this.key) throw new Error('a signing secret is encrypted but no master_key is configured')
-    const d = createDecipheriv('aes-256-gcm', this.key, Buffer.from(s.iv))
+    for (const key of [this.key, ...this.previous]) {
+      const value = tryOpen(key, s, aad)
+      if (value !== undefined) return value
+    }
+    throw new SecretUnreadable('a signing secret was sealed with another master key')
+  }
+
+  /**
+   * The same secret sealed with the current key, or undefined when it already is (or cannot
+   * be opened at all: `unreadable`).
+   */
+  reseal(s: SealedSecret, aad: string): { sealed?: SealedSecret; unreadable?: true } {
+    if (s.alg !== 'none' && tryOpen(this.key, s, aad) !== undefined) return {}
+    try {
+      return { sealed: this.seal(this.open(s, aad), aad) }
+    } catch (err) {
+      if (err instanceof SecretUnreadable) return { unreadable: true }
+      throw err
+    }
+  }
+}
+
+function tryOpen(key: Buffer, s: Extract<SealedSecret, { alg: 'aes-256-gcm' }>, aad: string): string | undefined {
+  try {
+    const d = createDecipheriv('aes-256-gcm', key, Buffer.from(s.iv))
     d.setAAD(Buffer.from(aad))
     d.setAuthTag(Buffer.from(s.tag))
     return Buffer.concat([d.update(Buffer.from(s.ct)), d.final()]).toString('utf8')
+  } catch {
+    return undefined // the tag does not verify under this key
   }
 }

@@ -1,7 +1,8 @@
 import type { Database } from 'lmdb'
+import type { SharedTables } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import type { ConfigurationSource, ExportConfiguration } from '../../domain/webhooks/model.js'
-import { SecretBox, rotate, statusOf, newSecret, type SigningState, type SigningStatus } from './secrets.js'
+import { SecretBox, SecretUnreadable, rotate, statusOf, newSecret, type SealedSecret, type SigningState, type SigningStatus } from './secrets.js'
 
 /**
  * Export configurations in LMDB (`export_configurations`), their signing state apart
@@ -12,6 +13,7 @@ export class ExportConfigStore implements ConfigurationSource {
   private readonly configs: Database<ExportConfiguration, string>
   private readonly signing: Database<SigningState, string>
   private readonly byTeam = new Map<string, ExportConfiguration[]>()
+  private shared?: SharedTables
   /** Called after every change this process commits (the other workers then reload()). */
   onChange?: () => void
 
@@ -25,6 +27,15 @@ export class ExportConfigStore implements ConfigurationSource {
   reload(): void {
     this.byTeam.clear()
     for (const { value } of this.configs.getRange({})) this.index(value)
+  }
+
+  /** Gateway cluster: configurations (and their sealed signing secrets) are shared with the other replicas. */
+  async share(tables: SharedTables): Promise<void> {
+    this.shared = tables
+    await tables.attach([
+      { db: 'export_configurations', changed: () => this.reload() },
+      { db: 'export_configuration_signing', changed: () => undefined },
+    ])
   }
 
   private index(c: ExportConfiguration): void {
@@ -54,7 +65,27 @@ export class ExportConfigStore implements ConfigurationSource {
   async put(c: ExportConfiguration): Promise<void> {
     await this.store.durable(this.configs.put(c.id, c))
     this.index(c)
+    await this.shared?.wrote('export_configurations', [c.id])
     this.onChange?.()
+  }
+
+  /**
+   * Stores a new configuration, with a new signing secret when `signed`, in one commit (so a
+   * configuration never exists unsigned by accident). Returns the secret, to be shown once.
+   */
+  async create(c: ExportConfiguration, signed: boolean, now: number): Promise<string | undefined> {
+    const secret = signed ? newSecret() : undefined
+    await this.store.durable(
+      this.store.root.transaction(() => {
+        this.configs.put(c.id, c)
+        if (secret) this.signing.put(c.id, rotate(undefined, this.box.seal(secret, c.id), { immediate: true, now }))
+      }),
+    )
+    this.index(c)
+    await this.shared?.wrote('export_configurations', [c.id])
+    if (secret) await this.shared?.wrote('export_configuration_signing', [c.id])
+    this.onChange?.()
+    return secret
   }
 
   async remove(c: ExportConfiguration): Promise<void> {
@@ -65,6 +96,8 @@ export class ExportConfigStore implements ConfigurationSource {
       }),
     )
     this.unindex(c)
+    await this.shared?.wrote('export_configurations', [c.id])
+    await this.shared?.wrote('export_configuration_signing', [c.id])
     this.onChange?.()
   }
 
@@ -90,11 +123,57 @@ export class ExportConfigStore implements ConfigurationSource {
     }
   }
 
+  /**
+   * Seals every stored secret with the current master key: plain ones from older versions and
+   * ones sealed under a previous key. Returns how many were resealed and the configurations
+   * whose current secret no key opens (they must be rotated).
+   */
+  async resealAll(): Promise<{ resealed: number; unreadable: string[] }> {
+    let resealed = 0
+    const unreadable = new Set<string>()
+    const updates: [string, SigningState][] = []
+    for (const { key: id, value } of this.signing.getRange({})) {
+      const next = { ...value }
+      for (const field of ['current', 'previous'] as const) {
+        const sealed = value[field]
+        if (!sealed) continue
+        const r = this.box.reseal(sealed, id)
+        // An unreadable previous secret is only left out of the overlap; an unreadable current one stops signing.
+        if (r.unreadable && field === 'current') unreadable.add(id)
+        if (r.sealed) {
+          next[field] = r.sealed
+          resealed++
+        }
+      }
+      if (next.current !== value.current || next.previous !== value.previous) updates.push([id, next])
+    }
+    if (updates.length) {
+      await this.store.durable(this.store.root.transaction(() => updates.forEach(([id, s]) => this.signing.put(id, s))))
+      await this.shared?.wrote('export_configuration_signing', updates.map(([id]) => id))
+    }
+    return { resealed, unreadable: [...unreadable] }
+  }
+
+  private readable(s: SealedSecret | undefined, id: string): boolean {
+    if (!s) return false
+    try {
+      this.box.open(s, id)
+      return true
+    } catch (err) {
+      if (err instanceof SecretUnreadable) return false
+      throw err
+    }
+  }
+
   /** Rotates (or first enables) signing; the returned secret is shown to the caller once and kept only sealed. */
   async rotate(id: string, immediate: boolean, now: number): Promise<string> {
     const secret = newSecret()
-    const next = rotate(this.live(this.signing.get(id), now), this.box.seal(secret, id), { immediate, now })
+    // A current secret no key opens cannot sign an overlap: the rotation is then immediate.
+    const state = this.live(this.signing.get(id), now)
+    if (state?.current && !this.readable(state.current, id)) immediate = true
+    const next = rotate(state, this.box.seal(secret, id), { immediate, now })
     await this.store.durable(this.signing.put(id, next))
+    await this.shared?.wrote('export_configuration_signing', [id])
     return secret
   }
 
@@ -102,7 +181,10 @@ export class ExportConfigStore implements ConfigurationSource {
   async setSigningEnabled(id: string, enabled: boolean): Promise<boolean> {
     const s = this.signing.get(id)
     if (enabled && !s?.current) return false
-    if (s) await this.store.durable(this.signing.put(id, { ...s, enabled }))
+    if (s) {
+      await this.store.durable(this.signing.put(id, { ...s, enabled }))
+      await this.shared?.wrote('export_configuration_signing', [id])
+    }
     return true
   }
 
@@ -117,8 +199,16 @@ export class ExportConfigStore implements ConfigurationSource {
     const s = this.signing.get(id)
     const state = statusOf(s, now)
     if (state === 'off') return undefined
-    const out = [this.box.open(s!.current!, id)]
-    if (state === 'overlap') out.push(this.box.open(s!.previous!, id))
+    let out: string[]
+    try {
+      out = [this.box.open(s!.current!, id)]
+    } catch (err) {
+      if (!(err instanceof SecretUnreadable)) throw err
+      // Never send unsigned what should be signed: the attempt fails (and is retried) until the key is restored or the secret rotated.
+      throw new SecretUnreadable('the signing secret cannot be decrypted with this master key: restore master.key (or master_key) from the backup, or rotate the secret with {"immediate": true}')
+    }
+    // A previous secret no key opens is left out: the current one still signs.
+    if (state === 'overlap' && this.readable(s!.previous, id)) out.push(this.box.open(s!.previous!, id))
     return out
   }
 }

@@ -77,6 +77,7 @@ export class ToolsExtension implements Component {
   async start(host: Host): Promise<void> {
     const registry = (this.registry = new ToolRegistry(host.store, declaredTools(this.config), new Date(host.now()).toISOString()))
     shareChanges(host.cluster, `${this.settings.id}.changed`, registry, () => registry.forget())
+    if (host.shared) await registry.share(host.shared.tables)
     if (this.config.api) mountToolRoutes(host, this.registry)
     this.settings.logger.debug({ declared: this.config.tools.length }, 'tool registry ready')
   }

@@ -146,7 +146,15 @@ export class PricingProcessor implements Consumer {
       }
       this.count(r)
     }
-    if (charges && pending) {
+    if (charges && pending && this.host!.shared) {
+      // Gateway cluster: the aggregates are shared in Redis and move before the record is stored
+      // (docs/deployment.md). A failure to reach Redis fails the request (503), nothing priced twice.
+      const applied = await this.host!.shared.tiers.apply(charges, this.host!.now())
+      pending.forEach(({ r, tool }, i) => {
+        r.cost = toolCost(r, tool, applied[i])
+        this.count(r)
+      })
+    } else if (charges && pending) {
       // The aggregates move in the request's write unit, in the same transaction as the record
       // (one commit, and never one without the other); the costs are known once the unit ran,
       // before any later step (the record's, the webhook deliveries') reads them.

@@ -43,6 +43,7 @@ export class MeteringReceiver implements Component {
       idempotencyTtlMs: this.config.idempotency_ttl_hours * HOUR,
       metrics: this.settings.metrics,
       now: () => host.now(),
+      shared: host.shared?.dedup,
     })
     const completions = (ctx: RequestContext) => this.handle(ctx, 'completion')
     for (const kind of MEDIA_KINDS) {

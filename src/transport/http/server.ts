@@ -139,7 +139,8 @@ export class HttpServer {
       this.send(res, ctx, await this.admitAndRoute(ctx, found))
     } catch (err) {
       const apiErr = toApiError(err)
-      if (apiErr.status >= 500) this.opts.logger.error({ err, path: req.url }, 'request failed')
+      // A store that cannot write is logged once per episode by the service, not once per request.
+      if (apiErr.status >= 500 && apiErr.code !== 'store_unwritable') this.opts.logger.error({ err, path: req.url }, 'request failed')
       this.send(res, ctx, errorReply(apiErr))
     } finally {
       this.inFlight--

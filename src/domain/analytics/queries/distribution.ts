@@ -78,18 +78,8 @@ function upperBound(sorted: Float64Array | bigint[], x: bigint): number {
 function histogram(sorted: Float64Array | bigint[], want: number): TraceDistribution['histogram'] {
   const n = sorted.length
   if (n === 0) return { bounds: [], counts: [] }
-  const min = BigInt(sorted[0])
-  const max = BigInt(sorted[n - 1])
-  const span = max > min ? max - min : max > 0n ? max : 1n
-  let width = roundUp((span + BigInt(want) - 1n) / BigInt(want))
-  let first = floorTo(min, width)
-  while ((max - first) / width + 1n > BigInt(want)) {
-    width = roundUp(width + 1n)
-    first = floorTo(min, width)
-  }
-  const count = Number((max - first) / width) + 1
-  const bounds = Array.from({ length: count + 1 }, (_, k) => first + BigInt(k) * width)
-  const counts = new Array<number>(count).fill(0)
+  const bounds = histogramBounds(BigInt(sorted[0]), BigInt(sorted[n - 1]), want)
+  const counts = new Array<number>(bounds.length - 1).fill(0)
   // Compared in the values' own type: doubles when they are (exact below 2^53, as the bounds then are).
   const limits: (number | bigint)[] = sorted instanceof Float64Array ? bounds.map(Number) : bounds
   let k = 0
@@ -99,6 +89,19 @@ function histogram(sorted: Float64Array | bigint[], want: number): TraceDistribu
     counts[k]++
   }
   return { bounds, counts }
+}
+
+/** The histogram's bucket bounds (count + 1 of them) for traces costing from `min` to `max`. */
+export function histogramBounds(min: bigint, max: bigint, want: number): bigint[] {
+  const span = max > min ? max - min : max > 0n ? max : 1n
+  let width = roundUp((span + BigInt(want) - 1n) / BigInt(want))
+  let first = floorTo(min, width)
+  while ((max - first) / width + 1n > BigInt(want)) {
+    width = roundUp(width + 1n)
+    first = floorTo(min, width)
+  }
+  const count = Number((max - first) / width) + 1
+  return Array.from({ length: count + 1 }, (_, k) => first + BigInt(k) * width)
 }
 
 function floorTo(x: bigint, width: bigint): bigint {

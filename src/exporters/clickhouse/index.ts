@@ -1,0 +1,281 @@
+import { Type, type Static } from '@sinclair/typebox'
+import type { ClickHouseClient } from '@clickhouse/client'
+import { Counter, Gauge, type Registry } from 'prom-client'
+import { publishClickHouse, withdrawClickHouse } from '../../adapters/clickhouse/registry.js'
+import { clientOf, createTableSql, encodeRow, insertLines, quote, tableOf, type ClickHouseTarget } from '../../adapters/clickhouse/table.js'
+import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
+import { unitOf, type Batch } from '../../core/consumer.js'
+import { RetryableError, ThrottledError } from '../../core/errors.js'
+import type { UsageRecord } from '../../model/usage-record.js'
+import { Backoff, RecordQueue } from '../../store/record-queue.js'
+
+const NAME = '^[A-Za-z_][A-Za-z0-9_]*$'
+/** Record ids per look-up query (an id is about 30 bytes quoted). */
+const LOOKUP = 2000
+
+const schema = Type.Object(
+  {
+    endpoint: Type.String({ pattern: '^https?://[^\\s]+$', description: "ClickHouse's HTTP interface, e.g. http://clickhouse:8123" }),
+    username: Type.String({ default: 'default', description: 'ClickHouse user' }),
+    password: Type.String({ default: '', description: 'Its password, e.g. ${env:METERD_CLICKHOUSE_PASSWORD}' }),
+    database: Type.String({ default: 'meterd', pattern: NAME, description: 'Database of the records table (created when missing)' }),
+    table: Type.String({ default: 'usage_records', pattern: NAME, description: 'The records table (created when missing; docs/clickhouse.md)' }),
+    batch_size: Type.Integer({ default: 5000, minimum: 1, maximum: 100_000, description: 'Records per INSERT at most' }),
+    flush_interval_ms: Type.Integer({ default: 1000, minimum: 1, description: 'A batch smaller than batch_size is inserted once its oldest record has waited this long' }),
+    max_queue_records: Type.Integer({ default: 10_000_000, minimum: 1, description: 'Records the local queue holds at most; when full, requests are answered 503 with Retry-After' }),
+    timeout_ms: Type.Integer({ default: 30_000, minimum: 100, description: 'Per-request timeout' }),
+    initial_backoff_ms: Type.Integer({ default: 500, minimum: 1, description: 'First delay after a failed insert; doubles per consecutive failure' }),
+    max_backoff_ms: Type.Integer({ default: 30_000, minimum: 1, description: 'Longest delay between retries' }),
+    jitter: Type.Number({ default: 0.2, minimum: 0, maximum: 1, description: 'Each delay is stretched by up to this fraction, at random' }),
+  },
+  { additionalProperties: false },
+)
+type Config = Static<typeof schema>
+
+/** A record waiting for ClickHouse: its row, ready to insert. */
+interface QueuedRow {
+  /** A TabSeparated line in the table's column order (src/adapters/clickhouse/table.ts). */
+  line: string
+  /** Its event_date (YYYY-MM-DD), to find it again by partition. */
+  date: string
+  queuedAt: number
+}
+
+/**
+ * Usage records into a ClickHouse table (DESIGN §1: the gateway's records at scale). Each
+ * record's row goes into a persistent LMDB queue in the request's own transaction — a 201
+ * means it is queued — and a sender inserts the oldest rows in batches, retrying with backoff
+ * until ClickHouse acknowledges. Exactly once: an insert whose outcome is unknown (it failed,
+ * timed out, or the process stopped before the queue recorded the acknowledgement) is
+ * followed by a look-up of which of its records the table already holds, and only the others
+ * are inserted again.
+ */
+export class ClickHouseExporter implements ConsumingComponent {
+  readonly consumers
+  private host?: Host
+  private queue?: RecordQueue<QueuedRow>
+  private client?: ClickHouseClient
+  private readonly target: ClickHouseTarget
+  private readonly backoff: Backoff
+  private stopped = true
+  private loop?: Promise<void>
+  private wake?: () => void
+  private abort = new AbortController()
+  private tableReady = false
+  /** The previous insert's outcome is unknown: check before inserting its records again. */
+  private uncertain = true
+  /** When the sender first saw the current partial batch (Date.now()). */
+  private pendingSince?: number
+  private readonly inserted: Counter
+  private readonly errors: Counter
+
+  constructor(private readonly settings: CreateSettings, private readonly config: Config) {
+    this.consumers = { usage: { consume: (b: Batch<UsageRecord>) => this.consume(b) } }
+    this.target = { endpoint: config.endpoint, username: config.username, password: config.password, database: config.database, table: config.table, timeoutMs: config.timeout_ms }
+    this.backoff = new Backoff({ initialMs: config.initial_backoff_ms, maxMs: config.max_backoff_ms, jitter: config.jitter })
+    const reg = settings.registry
+    const counter = (name: string, help: string) => (reg.getSingleMetric(name) as Counter) ?? new Counter({ name, help, labelNames: ['exporter'], registers: [reg] })
+    this.inserted = counter('meterd_clickhouse_inserted_records_total', 'Records ClickHouse acknowledged')
+    this.errors = counter('meterd_clickhouse_insert_errors_total', 'Failed inserts (and failed table set-ups and look-ups); each is retried')
+  }
+
+  async start(host: Host): Promise<void> {
+    this.host = host
+    this.queue = new RecordQueue<QueuedRow>(host.store, 'clickhouse', this.settings.id.replace('/', '_'), host.cluster.workers > 1)
+    this.client = clientOf(this.target)
+    publishClickHouse(host.store, this.settings.id, { client: this.client, target: this.target })
+    gaugesOf(this.settings.registry).add(this)
+    this.stopped = false
+    this.abort = new AbortController()
+    // With several workers every one queues what it stores (one LMDB environment), and the
+    // leader alone sends: two senders would insert the same rows side by side. It finds the
+    // others' rows when it next looks (every flush_interval_ms).
+    if (!host.cluster.leader) return
+    this.loop = this.run()
+    if (this.queue.depth) this.settings.logger.info({ queued: this.queue.depth }, 'clickhouse queue holds records from before the restart; inserting them')
+  }
+
+  /** What the queue gauges show for this exporter. */
+  queueStats(): { id: string; depth: number; oldestAgeSeconds: number } {
+    const q = this.queue!
+    return { id: this.settings.id, depth: q.depth, oldestAgeSeconds: q.oldestAge(this.host!.now()) / 1000 }
+  }
+
+  async shutdown(): Promise<void> {
+    if (this.stopped) return
+    this.stopped = true
+    gaugesOf(this.settings.registry).delete(this)
+    withdrawClickHouse(this.host!.store, this.settings.id)
+    this.abort.abort()
+    this.wake?.()
+    await this.loop
+    await this.client?.close()
+  }
+
+  private async consume(batch: Batch<UsageRecord>): Promise<void> {
+    const queue = this.queue!
+    if (queue.depth + batch.items.length > this.config.max_queue_records) {
+      this.settings.metrics.refused(batch.items.length)
+      throw new ThrottledError(`the clickhouse queue is full (${queue.depth} records)`, 1000)
+    }
+    const now = this.host!.now()
+    let n = 0
+    unitOf(batch, this.host!.store).add(() => {
+      // Rows are made here, inside the transaction: a tool event's cost is set by the pricing
+      // step before this one (tier quantities are read and written in the same transaction).
+      // A record the store kept an earlier twin of (dedup) is not a new record: the lmdb
+      // exporter's step, listed before this one, has said which.
+      // Every row is made before the first put: a step must not throw once it has written.
+      const dup = batch.ctx.duplicates
+      const rows: { id: string; value: QueuedRow }[] = []
+      for (const r of batch.items) {
+        if (dup?.has(r.id)) continue
+        try {
+          rows.push({ id: r.id, value: { ...encodeRow(r), queuedAt: now } })
+        } catch (err) {
+          // Not expected (a record is JSON); the record itself is stored, so answer for it and say so.
+          this.settings.metrics.failed(1)
+          this.settings.logger.error({ err, id: r.id }, 'clickhouse: a record could not be made into a row; it is not queued')
+        }
+      }
+      queue.putInTransaction(rows)
+      n = rows.length
+    })
+    try {
+      await batch.ctx.unit!.commit()
+    } catch (err) {
+      this.settings.metrics.failed(batch.items.length)
+      throw new RetryableError(`clickhouse queue write failed: ${(err as Error).message}`, err)
+    }
+    queue.added(n)
+    this.settings.metrics.accepted(n)
+    if (queue.depth >= this.config.batch_size) this.wake?.()
+  }
+
+  /** The sender: oldest rows first, one INSERT at a time, until shutdown. */
+  private async run(): Promise<void> {
+    const queue = this.queue!
+    while (!this.stopped) {
+      try {
+        if (!this.tableReady) await this.createTable()
+        const oldest = queue.oldest(this.config.batch_size)
+        if (oldest.length === 0) {
+          this.pendingSince = undefined
+          await this.sleep(this.config.flush_interval_ms)
+          continue
+        }
+        if (oldest.length < this.config.batch_size) {
+          // A partial batch waits up to flush_interval_ms (wall time: the service's clock may be a test's) for more.
+          this.pendingSince ??= Date.now()
+          const waited = Date.now() - this.pendingSince
+          if (waited < this.config.flush_interval_ms) {
+            await this.sleep(this.config.flush_interval_ms - waited)
+            continue
+          }
+        }
+        let send = oldest
+        if (this.uncertain) {
+          const present = await this.present(oldest)
+          if (present.size > 0) {
+            await queue.settle([...present])
+            send = oldest.filter((e) => !present.has(e.id))
+            this.settings.logger.info({ records: present.size }, 'clickhouse already held records of an interrupted insert; not inserting them again')
+          }
+        }
+        if (send.length > 0) {
+          // Unknown from here until the queue has recorded the acknowledgement.
+          this.uncertain = true
+          await insertLines(this.client!, this.target, send.map((e) => e.value.line), this.abort.signal)
+          await queue.settle(send.map((e) => e.id))
+          this.inserted.inc({ exporter: this.settings.id }, send.length)
+        }
+        this.uncertain = false
+        this.pendingSince = undefined
+        this.backoff.reset()
+      } catch (err) {
+        if (this.stopped) break
+        this.errors.inc({ exporter: this.settings.id })
+        const delay = this.backoff.next()
+        if (this.backoff.failures === 1 || this.backoff.failures % 10 === 0)
+          this.settings.logger.warn({ err: (err as Error).message, queued: queue.depth, retryInMs: delay }, 'clickhouse insert failed; retrying')
+        await this.sleep(delay)
+      }
+    }
+  }
+
+  private async createTable(): Promise<void> {
+    for (const query of createTableSql(this.target)) await this.client!.command({ query, abort_signal: this.abort.signal })
+    this.tableReady = true
+  }
+
+  /** Which of these records the table holds already (looked up within their event dates' partitions). */
+  private async present(entries: { id: string; value: QueuedRow }[]): Promise<Set<string>> {
+    const found = new Set<string>()
+    // In slices, so that each query stays far below ClickHouse's max_query_size (256 KiB).
+    for (let i = 0; i < entries.length; i += LOOKUP) {
+      const slice = entries.slice(i, i + LOOKUP)
+      const dates = [...new Set(slice.map((e) => e.value.date))].map(quote).join(', ')
+      const ids = slice.map((e) => quote(e.id)).join(', ')
+      const res = await this.client!.query({
+        query: `SELECT DISTINCT id FROM ${tableOf(this.target)} WHERE event_date IN (${dates}) AND id IN (${ids})`,
+        format: 'JSONEachRow',
+        abort_signal: this.abort.signal,
+      })
+      for (const r of (await res.json()) as { id: string }[]) found.add(r.id)
+    }
+    return found
+  }
+
+  /** Waits `ms`, or less when a full batch is queued (not during a backoff) or shutdown begins. */
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms)
+      function done(): void {
+        clearTimeout(timer)
+        resolve()
+      }
+      this.wake = () => {
+        this.wake = undefined
+        if (this.stopped || this.backoff.failures === 0) done()
+      }
+    })
+  }
+}
+
+const running = new WeakMap<Registry, Set<ClickHouseExporter>>()
+
+/** The running exporters of a registry, read by the queue gauges when /metrics is collected. */
+function gaugesOf(registry: Registry): Set<ClickHouseExporter> {
+  let set = running.get(registry)
+  if (set) return set
+  running.set(registry, (set = new Set()))
+  const exporters = set
+  const gauge = (name: string, help: string, pick: (s: ReturnType<ClickHouseExporter['queueStats']>) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['exporter'],
+      registers: [registry],
+      // With several workers each sees the one shared queue: the same value, not parts of a sum.
+      aggregator: 'max',
+      collect() {
+        this.reset()
+        for (const e of exporters) {
+          const s = e.queueStats()
+          this.set({ exporter: s.id }, pick(s))
+        }
+      },
+    })
+  gauge('meterd_clickhouse_queue_records', 'Records waiting in the clickhouse queue', (s) => s.depth)
+  gauge('meterd_clickhouse_queue_oldest_age_seconds', 'Age of the oldest record in the clickhouse queue', (s) => s.oldestAgeSeconds)
+  return set
+}
+
+export const clickhouseFactory: ExporterFactory<typeof schema> = {
+  kind: 'exporter',
+  type: 'clickhouse',
+  description: 'Inserts usage records into a ClickHouse table through a persistent local queue (gateway: records and analytics at scale)',
+  signals: ['usage'],
+  schema,
+  create: (settings, config) => new ClickHouseExporter(settings, config),
+}

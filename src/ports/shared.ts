@@ -1,0 +1,17 @@
+import type { SharedDedup } from './dedup.js'
+import type { DeliveryClaims } from './deliveries.js'
+import type { SharedTables } from './tables.js'
+import type { TierQuantities } from './tiers.js'
+
+/**
+ * What replicas of a gateway cluster share (docs/deployment.md, Gateway). Standalone and sidecar
+ * daemons have none of these: each piece is then this process's LMDB alone (DedupStore,
+ * ToolAggregates, the extensions' own databases). The Redis adapters are in src/store/redis.
+ */
+export interface SharedState {
+  readonly dedup: SharedDedup
+  readonly tiers: TierQuantities
+  readonly tables: SharedTables
+  readonly deliveries: DeliveryClaims
+  close(): Promise<void>
+}

@@ -1,0 +1,19 @@
+/** A replicated table: rows keyed by a JSON-able key, mirrored into this replica's LMDB database. */
+export interface SharedTable {
+  /** LMDB database name: the rows are mirrored there, and that is what the component reads. */
+  readonly db: string
+  /** Runs after rows changed by another replica were written to the local database (cache invalidation). */
+  changed(): void
+}
+
+/**
+ * Keys, tools, export configurations and alert rules: written through (the local LMDB first,
+ * then Redis), cached per replica, and brought to the other replicas by pub/sub within
+ * milliseconds, with a periodic resync as a safety net.
+ */
+export interface SharedTables {
+  /** Mirrors the tables now (Redis → LMDB, rows only this replica has → Redis) and follows changes from then on. */
+  attach(tables: SharedTable[]): Promise<void>
+  /** Rows of `db` this replica just wrote (the current LMDB value; absent = removed) go to the others. */
+  wrote(db: string, keys: unknown[]): Promise<void>
+}

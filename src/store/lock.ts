@@ -1,0 +1,91 @@
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { DATA_DIR_MODE } from './data-dir.js'
+
+/** sysexits.h EX_TEMPFAIL: the data directory is in use; it can be retried once the other daemon stops. */
+export const EX_TEMPFAIL = 75
+
+/** The lock file in a data directory: the pid of the daemon that serves it. */
+export const LOCK_FILE = 'meterd.pid'
+
+export class DataDirLockedError extends Error {
+  readonly exitCode = EX_TEMPFAIL
+}
+
+export interface DataDirLock {
+  readonly path: string
+  /** Removes the lock file (if it is still ours); idempotent. */
+  release(): void
+}
+
+/**
+ * Makes this process the one daemon of `dir`: LMDB itself lets any number of processes write one
+ * environment (so `meterd keys` works beside a running daemon), but two daemons would each keep
+ * their own in-memory state (dedup in flight, the analytics index, webhook deliveries) over it.
+ *
+ * The lock is a file created exclusively (O_EXCL) holding the pid. A file left by a daemon that
+ * died (SIGKILL, a crash, a power cut) names a pid that no longer runs, or this process's own
+ * (a container restarted with the same pid 1), and is taken over. Only the daemon's process takes
+ * it (src/cli/main.ts); CLI commands and cluster workers do not.
+ *
+ * Throws DataDirLockedError (exit 75) when another live process holds it.
+ */
+export function acquireDataDirLock(dir: string): DataDirLock {
+  mkdirSync(dir, { recursive: true, mode: DATA_DIR_MODE })
+  const path = join(dir, LOCK_FILE)
+  const mine = `${process.pid}\n`
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeFileSync(path, mine, { flag: 'wx', mode: 0o600 })
+      break
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw lockError(err, path, dir)
+    }
+    const holder = readPid(path)
+    if (holder !== undefined && holder !== process.pid && isRunning(holder)) {
+      throw new DataDirLockedError(
+        `the data directory ${dir} is in use by another meterd (pid ${holder}, see ${path}); stop that one first, or give this one another storage.path (METERD_DATA_DIR). If no meterd runs, remove ${path}.`,
+      )
+    }
+    // Stale: its daemon is gone. Removed, then created exclusively again (once).
+    try {
+      unlinkSync(path)
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw lockError(err, path, dir)
+    }
+  }
+  let released = false
+  return {
+    path,
+    release() {
+      if (released) return
+      released = true
+      try {
+        if (readPid(path) === process.pid) unlinkSync(path)
+      } catch {}
+    },
+  }
+}
+
+function readPid(path: string): number | undefined {
+  try {
+    const n = Number.parseInt(readFileSync(path, 'utf8').trim(), 10)
+    return Number.isInteger(n) && n > 0 ? n : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether a process with this pid runs (possibly another user's). */
+export function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM' // alive, but another user's
+  }
+}
+
+function lockError(err: unknown, path: string, dir: string): Error {
+  return new Error(`cannot create the lock file ${path} in the data directory ${dir} (${(err as Error).message}); check that the directory exists and this user may write it`)
+}

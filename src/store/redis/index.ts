@@ -1,0 +1,47 @@
+import type { Logger } from 'pino'
+import type { Registry } from 'prom-client'
+import type { SharedStateConfig } from '../../core/config/schema.js'
+import { sharedCounter } from '../../core/telemetry.js'
+import type { SharedState } from '../../ports/shared.js'
+import type { Store } from '../store.js'
+import { connect, Outage } from './connection.js'
+import { RedisDedup } from './dedup.js'
+import { RedisDeliveryClaims } from './deliveries.js'
+import { RedisTables } from './tables.js'
+import { RedisTierQuantities } from './tiers.js'
+
+/**
+ * The gateway's shared state in Redis: one connection for commands (auto-pipelined) and one
+ * subscribed to table changes. Start-up goes on when Redis is not there yet: requests that need
+ * it get 503 + Retry-After until it is.
+ */
+export async function openRedisSharedState(config: SharedStateConfig['redis'], store: Store, logger: Logger, registry: Registry): Promise<SharedState> {
+  const failures = sharedCounter(registry, 'meterd_shared_state_failures_total', 'Calls to the shared state (Redis) that failed', ['backend']).labels({ backend: 'redis' })
+  failures.inc(0)
+  const outage = new Outage(logger, config.url, failures)
+  const redis = connect(config, logger, 'meterd')
+  const sub = connect(config, logger, 'meterd-sub')
+  try {
+    await redis.connect()
+  } catch (err) {
+    outage.failed(err)
+  }
+  const prefix = config.key_prefix
+  const tables = new RedisTables(redis, sub, store, prefix, config.resync_seconds * 1000, outage, logger)
+  return {
+    dedup: new RedisDedup(redis, prefix, config.claim_ttl_seconds * 1000, outage),
+    tiers: new RedisTierQuantities(redis, prefix, outage),
+    tables,
+    deliveries: new RedisDeliveryClaims(redis, prefix, outage),
+    async close() {
+      await tables.close()
+      for (const c of [sub, redis]) {
+        try {
+          await c.quit()
+        } catch {
+          c.disconnect()
+        }
+      }
+    },
+  }
+}

@@ -1,0 +1,106 @@
+import type { Redis } from 'ioredis'
+import { EMPTY_AGGREGATE, distinctToken, moveAggregate, moveDistinct, type Aggregate, type Applied, type Move, type ToolCharge } from '../../domain/pricing/aggregates.js'
+import type { PricingElement } from '../../domain/pricing/tiers.js'
+import type { TierQuantities } from '../../ports/tiers.js'
+import type { Outage } from './connection.js'
+
+/**
+ * An aggregate and whether a DISTINCT value is in its set, read together.
+ * KEYS: aggregate hash, distinct set. ARGV: token ('' when none). Returns {version, aggregate json, member}.
+ */
+const READ = `
+local v = redis.call('HMGET', KEYS[1], 'v', 'a')
+local m = 0
+if ARGV[1] ~= '' then m = redis.call('SISMEMBER', KEYS[2], ARGV[1]) end
+return {tonumber(v[1] or '0'), v[2] or '', m}
+`
+/**
+ * Compare-and-set: the aggregate moves only if nobody moved it since it was read (same version);
+ * a DISTINCT value joins the set in the same step. KEYS as READ. ARGV: version read, new aggregate
+ * json, token, ttl (ms). Returns 1 when set, 0 when another replica got there first.
+ */
+const CAS = `
+if tonumber(redis.call('HGET', KEYS[1], 'v') or '0') ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'v', tonumber(ARGV[1]) + 1, 'a', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if ARGV[3] ~= '' then
+  redis.call('SADD', KEYS[2], ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+end
+return 1
+`
+
+type Scripted = Redis & {
+  meterdAggRead(agg: string, set: string, token: string): Promise<[number, string, number]>
+  meterdAggCas(agg: string, set: string, version: number, aggregate: string, token: string, ttlMs: number): Promise<number>
+}
+
+/** Aggregates outlive the longest billing period (a year) and then go. */
+const TTL_MS = 400 * 86_400_000
+
+/**
+ * Tool-pricing aggregates in Redis, shared by every replica. Each element's aggregate is a hash
+ * {v: version, a: the Aggregate as JSON, exact decimal strings}; an event reads it, computes the
+ * move with the same code as the LMDB aggregates (moveAggregate: BigInt, else Decimal) and sets
+ * it only if the version did not change, else reads again. Within a replica the moves of one
+ * aggregate are queued, so only replicas race and a retry is rare. (An INCRBY on integer-scaled
+ * quantities would overflow 64 bits at 9.2 million units with 12 decimal places, and could not
+ * move a MAXIMUM or AVERAGE.)
+ */
+export class RedisTierQuantities implements TierQuantities {
+  private readonly redis: Scripted
+  /** aggregate key → the tail of this replica's queue of moves on it. */
+  private readonly tails = new Map<string, Promise<unknown>>()
+
+  constructor(redis: Redis, private readonly prefix: string, private readonly outage: Outage) {
+    this.redis = redis as Scripted
+    redis.defineCommand('meterdAggRead', { numberOfKeys: 2, lua: READ })
+    redis.defineCommand('meterdAggCas', { numberOfKeys: 2, lua: CAS })
+  }
+
+  async apply(charges: ToolCharge[], _now: number): Promise<Applied[]> {
+    return Promise.all(
+      charges.map(async (c) => {
+        const applied: Applied = { parts: {}, quantities: {} }
+        for (const el of c.elements) {
+          const step = (await this.queued(JSON.stringify([...c.scope, el.name]), (key) => this.move(key, el, c.usageMetadata?.[el.name]))).step
+          applied.parts[el.name] = step.part
+          applied.quantities[el.name] = step.quantity
+        }
+        return applied
+      }),
+    )
+  }
+
+  /** Runs `fn` after this replica's earlier moves of the same aggregate. */
+  private queued<T>(key: string, fn: (key: string) => Promise<T>): Promise<T> {
+    const prev = this.tails.get(key) ?? Promise.resolve()
+    const run = prev.then(
+      () => fn(key),
+      () => fn(key),
+    )
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    )
+    this.tails.set(key, tail)
+    void tail.then(() => {
+      if (this.tails.get(key) === tail) this.tails.delete(key)
+    })
+    return run
+  }
+
+  private async move(key: string, el: PricingElement, raw: unknown): Promise<Move> {
+    const agg = `${this.prefix}agg:${key}`
+    const set = `${this.prefix}aggd:${key}`
+    const token = el.aggregationType === 'DISTINCT' && raw !== undefined && raw !== null ? distinctToken(raw) : ''
+    return this.outage.guard(async () => {
+      for (;;) {
+        const [version, json, member] = await this.redis.meterdAggRead(agg, set, token)
+        const before: Aggregate = json === '' ? EMPTY_AGGREGATE : JSON.parse(json)
+        const m = el.aggregationType === 'DISTINCT' ? moveDistinct(el, before, token !== '' && member === 0) : moveAggregate(el, before, raw)
+        if ((await this.redis.meterdAggCas(agg, set, version, JSON.stringify(m.after), token, TTL_MS)) === 1) return m
+      }
+    })
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * What meterd leaves on disk is its owner's only (issue 15 item 9): the data directory 0700,
+ * every file in it 0600, whatever the umask; an existing world-readable directory loses that
+ * access at start. And an operator-supplied first admin key is never echoed.
+ */
+import { chmodSync, mkdirSync, readdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import t from 'tap'
+import { ADMIN_KEY, removeDir, spawnMeterd, startMeterd, tempDir } from '../helpers/meterd.js'
+
+const modeOf = (p: string) => statSync(p).mode & 0o777
+
+t.test('a new data directory is 0700 and every file meterd writes in it 0600, under the usual umask 022', async (t) => {
+  const previous = process.umask(0o022)
+  t.teardown(() => process.umask(previous))
+  const dir = tempDir()
+  t.teardown(() => removeDir(dir))
+  const dataDir = join(dir, 'nested', 'data')
+  const m = await startMeterd(t, { dataDir })
+  await m.close()
+  t.equal(modeOf(dataDir).toString(8), '700', 'the data directory')
+  const files = readdirSync(dataDir)
+  t.ok(files.includes('data.mdb') && files.includes('lock.mdb') && files.includes('master.key'), `data.mdb, lock.mdb and master.key are there (${files})`)
+  for (const f of files) t.equal(modeOf(join(dataDir, f)).toString(8), '600', f)
+})
+
+t.test('an existing world-readable data directory loses world access at start (group access is kept)', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => removeDir(dir))
+  const dataDir = join(dir, 'data')
+  const first = await startMeterd(t, { dataDir })
+  await first.close()
+  // As older versions left it under umask 022.
+  chmodSync(dataDir, 0o755)
+  chmodSync(join(dataDir, 'data.mdb'), 0o644)
+  chmodSync(join(dataDir, 'lock.mdb'), 0o664)
+  const m = await startMeterd(t, { dataDir })
+  t.equal(modeOf(dataDir).toString(8), '750')
+  t.equal(modeOf(join(dataDir, 'data.mdb')).toString(8), '640')
+  t.equal(modeOf(join(dataDir, 'lock.mdb')).toString(8), '660')
+  t.match(m.logs.join('\n'), /readable by every user/, 'a warning says what was changed')
+  t.match(m.logs.join('\n'), /data\.mdb/)
+})
+
+t.test('METERD_BOOTSTRAP_API_KEY is never echoed; a generated first key is printed once', async (t) => {
+  const supplied = tempDir('meterd-boot-')
+  t.teardown(() => removeDir(supplied))
+  const d = await spawnMeterd(t, { dataDir: supplied, env: { METERD_LOG_LEVEL: 'info' } })
+  const r = await fetch(d.url + '/v2/sdk/resolve-key', { headers: { 'x-api-key': ADMIN_KEY } })
+  t.equal(r.status, 200, 'the supplied key is the first admin key')
+  await d.stop()
+  const out = d.stdout.join('')
+  t.notMatch(out, ADMIN_KEY, 'neither stdout nor the log holds the supplied key')
+  t.notMatch(out, ADMIN_KEY.slice(12), 'nor a part of it')
+  t.match(out, /created the first admin key from the supplied bootstrap key/, 'the log says a first key was made')
+
+  const generated = tempDir('meterd-boot-')
+  t.teardown(() => removeDir(generated))
+  const g = await spawnMeterd(t, { dataDir: generated, env: { METERD_BOOTSTRAP_API_KEY: '' } })
+  await g.stop()
+  const printed = g.stdout.join('').match(/hak_default_[A-Za-z0-9]{32}/g) ?? []
+  t.equal(new Set(printed).size, 1, 'one generated key is printed, for the operator to keep')
+})

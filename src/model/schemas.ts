@@ -32,9 +32,12 @@ const d2 = (v: string, i: number): number => (v.charCodeAt(i) - 48) * 10 + (v.ch
 /** `YYYY-MM-DDTHH:MM:SS.sssZ` exactly: what toISOString writes and most clients send. */
 function isCanonicalUtc(v: string): boolean {
   if (v.length !== 24) return false
-  if (v[4] !== '-' || v[7] !== '-' || v[10] !== 'T' || v[13] !== ':' || v[16] !== ':' || v[19] !== '.' || v[23] !== 'Z') return false
-  for (const i of DIGITS_AT) {
-    const c = v.charCodeAt(i)
+  // Character codes, not one-character strings: this runs for every timestamp of every record.
+  // - - T : : . Z
+  if (v.charCodeAt(4) !== 45 || v.charCodeAt(7) !== 45 || v.charCodeAt(10) !== 84 || v.charCodeAt(13) !== 58 || v.charCodeAt(16) !== 58 || v.charCodeAt(19) !== 46 || v.charCodeAt(23) !== 90)
+    return false
+  for (let k = 0; k < DIGITS_AT.length; k++) {
+    const c = v.charCodeAt(DIGITS_AT[k])
     if (c < 48 || c > 57) return false
   }
   return true

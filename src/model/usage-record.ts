@@ -138,6 +138,25 @@ export interface ToolRecord extends RecordMeta {
 
 export type UsageRecord = CompletionRecord | ToolRecord | MediaRecord
 
+/** A fresh attribution with every dimension empty (an object literal: cheaper than spreading EMPTY_ATTRIBUTION, per record). */
+export function emptyAttribution(): Attribution {
+  return {
+    organizationName: '',
+    productName: '',
+    subscriberId: '',
+    subscriberEmail: '',
+    subscriberCredentialName: '',
+    agent: '',
+    traceId: '',
+    workflowId: '',
+    taskType: '',
+    subscriptionId: '',
+    ticketId: '',
+    environment: '',
+    region: '',
+  }
+}
+
 export const EMPTY_ATTRIBUTION: Readonly<Attribution> = Object.freeze({
   organizationName: '',
   productName: '',

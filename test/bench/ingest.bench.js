@@ -25,7 +25,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { BENCH_SECONDS, cannon, check, cpuSeconds, fmt, header, line, median, missed, paced, ratioLine, rssMiB, rssParts, sampleRss, spawnMeterd, spawnScript, stealMeter, summarize, bodyTemplate, freshTransactions } from './lib.js'
+import { BENCH_SECONDS, cannon, check, cpuSeconds, fmt, header, line, median, missed, paced, ratioLine, rssMiB, rssParts, sampleRss, spawnMeterd, spawnScript, stealMeter, summarize, bodyTemplate, freshTransactions, baselineServer, INGEST_CONFIG } from './lib.js'
 
 const PATH = '/meter/v2/ai/completions'
 const CONNECTIONS = [32, 64, 128, 256]
@@ -36,34 +36,6 @@ const setupRequest = freshTransactions(bodyTemplate())
 
 function requests(key) {
   return [{ method: 'POST', path: PATH, headers: { 'content-type': 'application/json', 'x-api-key': key }, setupRequest }]
-}
-
-/**
- * A baseline server's source: reads and parses the body as every Node server must, then runs
- * `store` (which has `buf`, `body` and `answer()`; it answers 201 now or once its write is done).
- */
-function baselineServer({ prelude = '', store }) {
-  return `
-import { createServer } from 'node:http'
-import { randomUUID } from 'node:crypto'
-${prelude}
-function answer(res, body) {
-  const out = JSON.stringify({ id: randomUUID(), resourceType: 'metering', label: 'AI Completion', signature: String(body.transactionId), created: new Date().toISOString() })
-  res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) })
-  res.end(out)
-}
-createServer((req, res) => {
-  if (req.method !== 'POST') { res.writeHead(200); return res.end('ok') }
-  const chunks = []
-  req.on('data', (c) => chunks.push(c))
-  req.on('end', () => {
-    const buf = Buffer.concat(chunks)
-    let body
-    try { body = JSON.parse(buf.toString('utf8')) } catch { res.writeHead(400); return res.end() }
-    ${store}
-  })
-}).listen(Number(process.env.PORT), '127.0.0.1')
-`
 }
 
 // The baseline: what any Node server must do for this request (read, parse, answer 201).
@@ -96,15 +68,7 @@ const root = open({ path: process.env.DIR, overlappingSync: true })`,
   store: 'Promise.all([root.transaction(() => { root.put(randomUUID(), body) }), root.flushed]).then(() => answer(res, body))',
 })
 
-// Exactly the path the target names (auth → validate → attribute → durable LMDB commit): no
-// pricing or webhooks, and no ratelimit extension (its default 1,000 req/s per account would
-// refuse the throughput run).
-const MEASURED_CONFIG = {
-  service: {
-    extensions: ['apikeys'],
-    pipelines: { usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution'], exporters: ['lmdb'] } },
-  },
-}
+const MEASURED_CONFIG = INGEST_CONFIG
 
 function report(label, s) {
   line(`${label} req/s`, `${fmt(s.rps)}  (p50 ${s.p50} ms, p99 ${s.p99} ms, ${fmt(s.cpuUs)} µs CPU/request, ${s.total} requests, ${s.non2xx} non-2xx, ${s.errors} errors)`)

@@ -5,8 +5,12 @@
  * Stable API, used by several benches — add to it, do not change what exists:
  *   PACKAGE_ROOT, BENCH_KEY
  *   freePort()                                   → a free TCP port on 127.0.0.1
- *   spawnMeterd({ config?, env?, logLevel? })    → a child `meterd run` with a temp data dir
- *   spawnScript(source, { env? })                → a child `node` running an ESM source string
+ *   spawnMeterd({ config?, env?, logLevel?, nodeArgs?, wrapper?, readyTimeoutMs? })
+ *                                                → a child `meterd run` with a temp data dir
+ *                                                  (wrapper: a command prefixed to node's, e.g. valgrind)
+ *   spawnScript(source, { env?, wrapper?, nodeArgs?, readyTimeoutMs? }) → a child `node` running an ESM source string
+ *   baselineServer({ prelude?, store })          → the source of a node:http server that parses the body
+ *   INGEST_CONFIG                                → the config the ingest benches run meterd with
  *   waitReady(url, { path?, timeoutMs? })        → polls until GET url+path answers 200
  *   cannon(opts)                                 → runs autocannon, resolves to its result
  *   paced({ url, rate, seconds?, request })      → open-loop load at an even rate, latency percentiles
@@ -111,16 +115,18 @@ function stopper(proc, cleanup) {
  * @returns {Promise<{ url: string, port: number, pid: number, proc: import('node:child_process').ChildProcess,
  *   dataDir: string, key: string, output: string[], stop(signal?: string): Promise<unknown> }>}
  */
-export async function spawnMeterd({ config = {}, env = {}, logLevel = 'warn', nodeArgs = [] } = {}) {
+export async function spawnMeterd({ config = {}, env = {}, logLevel = 'warn', nodeArgs = [], wrapper = [], readyTimeoutMs } = {}) {
   const port = await freePort()
   // From here to stopper() all is synchronous, so an exit at any moment removes the directory.
   const dir = mkdtempSync(join(tmpdir(), 'meterd-bench-'))
   const dataDir = join(dir, 'data')
   const file = join(dir, 'bench.yaml')
   writeFileSync(file, stringify(config))
+  const argv = [process.execPath, ...nodeArgs, join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', '--config', join(PACKAGE_ROOT, 'config', 'meterd.yaml'), '--config', file]
+  const command = [...wrapper, ...argv]
   const proc = spawn(
-    process.execPath,
-    [...nodeArgs, join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', '--config', join(PACKAGE_ROOT, 'config', 'meterd.yaml'), '--config', file],
+    command[0],
+    command.slice(1),
     {
       cwd: dir,
       env: {
@@ -139,7 +145,7 @@ export async function spawnMeterd({ config = {}, env = {}, logLevel = 'warn', no
   const output = tail(proc)
   const url = `http://127.0.0.1:${port}`
   try {
-    await waitReady(url, { proc })
+    await waitReady(url, { proc, timeoutMs: readyTimeoutMs })
   } catch (err) {
     await stop('SIGKILL')
     throw new Error(`meterd did not start: ${err.message}\n${output.join('\n')}`)
@@ -152,9 +158,10 @@ export async function spawnMeterd({ config = {}, env = {}, logLevel = 'warn', no
  * like the daemon). The child gets env PORT=<free port>; resolves once GET /readyPath
  * answers 200 (default '/').
  */
-export async function spawnScript(source, { env = {}, readyPath = '/' } = {}) {
+export async function spawnScript(source, { env = {}, readyPath = '/', wrapper = [], nodeArgs = [], readyTimeoutMs } = {}) {
   const port = await freePort()
-  const proc = spawn(process.execPath, ['--input-type=module', '-e', source], {
+  const command = [...wrapper, process.execPath, ...nodeArgs, '--input-type=module', '-e', source]
+  const proc = spawn(command[0], command.slice(1), {
     env: { ...process.env, PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
@@ -162,7 +169,7 @@ export async function spawnScript(source, { env = {}, readyPath = '/' } = {}) {
   const url = `http://127.0.0.1:${port}`
   const stop = stopper(proc)
   try {
-    await waitReady(url, { path: readyPath, proc })
+    await waitReady(url, { path: readyPath, proc, timeoutMs: readyTimeoutMs })
   } catch (err) {
     await stop('SIGKILL')
     throw new Error(`script did not start: ${err.message}\n${output.join('\n')}`)
@@ -389,3 +396,43 @@ export function freshTransactions([before, after]) {
     return req
   }
 }
+
+/**
+ * A baseline server's source: reads and parses the body as every Node server must, then runs
+ * `store` (which has `buf`, `body` and `answer()`; it answers 201 now or once its write is done).
+ */
+export function baselineServer({ prelude = '', store }) {
+  return `
+import { createServer } from 'node:http'
+import { randomUUID } from 'node:crypto'
+${prelude}
+function answer(res, body) {
+  const out = JSON.stringify({ id: randomUUID(), resourceType: 'metering', label: 'AI Completion', signature: String(body.transactionId), created: new Date().toISOString() })
+  res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) })
+  res.end(out)
+}
+createServer((req, res) => {
+  if (req.method !== 'POST') { res.writeHead(200); return res.end('ok') }
+  const chunks = []
+  req.on('data', (c) => chunks.push(c))
+  req.on('end', () => {
+    const buf = Buffer.concat(chunks)
+    let body
+    try { body = JSON.parse(buf.toString('utf8')) } catch { res.writeHead(400); return res.end() }
+    ${store}
+  })
+}).listen(Number(process.env.PORT), '127.0.0.1')
+`
+}
+
+
+// Exactly the path the target names (auth → validate → attribute → durable LMDB commit): no
+// pricing or webhooks, and no ratelimit extension (its default 1,000 req/s per account would
+// refuse the throughput run).
+export const INGEST_CONFIG = {
+  service: {
+    extensions: ['apikeys'],
+    pipelines: { usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution'], exporters: ['lmdb'] } },
+  },
+}
+

@@ -66,7 +66,7 @@ export class AttributionProcessor implements Consumer {
       if (!r.attributed) this.unattributed.inc({ kind: r.kind })
     }
     this.settings.metrics.accepted(batch.items.length)
-    return this.next.consume(batch)
+    return await this.next.consume(batch) // awaited, not adopted: see the validate processor
   }
 }
 

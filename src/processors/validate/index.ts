@@ -48,7 +48,9 @@ export class ValidateProcessor implements Consumer {
       r.eventTime = toIsoUtc(r.kind === 'tool' ? r.body.timestamp : r.body.requestTime)
     }
     this.settings.metrics.accepted(batch.items.length)
-    return this.next.consume(batch)
+    // Awaited rather than returned: an async function that returns a promise adopts it, which
+    // costs two more microtask turns per pipeline stage on every request.
+    return await this.next.consume(batch)
   }
 }
 

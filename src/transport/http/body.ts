@@ -50,7 +50,8 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       done = true
       resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size))
     })
-    source.on('error', () => fail(invalid('bad_encoding', `the body is not valid ${encoding} data`)))
+    // Without a decoder the source is the request itself: one error listener, saying what failed.
+    if (decoder) decoder.on('error', () => fail(invalid('bad_encoding', `the body is not valid ${encoding} data`)))
     req.on('error', () => fail(invalid('bad_request', 'the request body could not be read')))
   })
 }

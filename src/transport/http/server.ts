@@ -178,7 +178,7 @@ export class HttpServer {
         return errorReply(invalid('invalid_parameter', `${name} is longer than any identifier meterd issues (at most ${MAX_PATH_PARAM_BYTES} bytes)`, name))
     }
     ctx.params = params
-    return found.route.handler(ctx)
+    return await found.route.handler(ctx) // awaited, not adopted: two microtask turns fewer per request
   }
 
   private send(res: ServerResponse, ctx: Ctx | undefined, reply: Reply): void {

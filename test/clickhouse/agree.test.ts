@@ -113,6 +113,9 @@ t.test('the embedded and the ClickHouse backends answer every analytics endpoint
   let nonEmpty = 0
   const compare = async (path: string) => {
     const [a, b] = await Promise.all([call(`${embedded.url}${ANALYTICS}/${path}`, { key }), call(`${fromClickHouse.url}${ANALYTICS}/${path}`, { key: chKey })])
+    // An error's doc_url names the daemon that answered: compare the rest of the bytes.
+    a.text = a.text.replaceAll(embedded.url, '<origin>')
+    b.text = b.text.replaceAll(fromClickHouse.url, '<origin>')
     if (a.status !== b.status || a.text !== b.text) {
       t.same({ status: b.status, body: b.body }, { status: a.status, body: a.body }, `${path}: ClickHouse answers as the embedded index`)
       return

@@ -148,3 +148,48 @@ export function tally(registry: Registry, name: string, help: string, labelNames
   byName.set(name, t)
   return t
 }
+
+/** One gauge of instanceGauges: its name, help, and the value it takes from an instance's stats. */
+export interface InstanceGauge<S> {
+  name: string
+  help: string
+  pick(stats: S): number
+}
+
+const instanceSets = new WeakMap<Registry, Map<string, Set<{ stats(): { id: string } }>>>()
+
+/**
+ * Gauges labelled by component id whose values are read from the running instances when /metrics
+ * is collected (queue depths, oldest ages). Returns the registry's set of instances for these
+ * gauges: add an instance at start, delete it at shutdown. `aggregator` is how workers' values
+ * combine (`max` when they all see one shared queue).
+ */
+export function instanceGauges<S extends { id: string }>(
+  registry: Registry,
+  gauges: InstanceGauge<S>[],
+  aggregator?: 'sum' | 'max',
+): Set<{ stats(): S }> {
+  let byName = instanceSets.get(registry)
+  if (!byName) instanceSets.set(registry, (byName = new Map()))
+  const key = gauges[0].name
+  const existing = byName.get(key)
+  if (existing) return existing as Set<{ stats(): S }>
+  const instances = new Set<{ stats(): S }>()
+  byName.set(key, instances)
+  for (const g of gauges)
+    new Gauge({
+      name: g.name,
+      help: g.help,
+      labelNames: ['exporter'],
+      registers: [registry],
+      ...(aggregator ? { aggregator } : {}),
+      collect() {
+        this.reset()
+        for (const i of instances) {
+          const s = i.stats()
+          this.set({ exporter: s.id }, g.pick(s))
+        }
+      },
+    })
+  return instances
+}

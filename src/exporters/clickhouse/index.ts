@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { ClickHouseClient } from '@clickhouse/client'
-import { Counter, Gauge, type Registry } from 'prom-client'
+import { Counter, type Registry } from 'prom-client'
+import { instanceGauges } from '../../core/telemetry.js'
 import { publishClickHouse, withdrawClickHouse } from '../../adapters/clickhouse/registry.js'
 import { clientOf, createTableSql, encodeRow, insertLines, quote, tableOf, type ClickHouseTarget } from '../../adapters/clickhouse/table.js'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
@@ -96,7 +97,7 @@ export class ClickHouseExporter implements ConsumingComponent {
   }
 
   /** What the queue gauges show for this exporter. */
-  queueStats(): { id: string; depth: number; oldestAgeSeconds: number } {
+  stats(): { id: string; depth: number; oldestAgeSeconds: number } {
     const q = this.queue!
     return { id: this.settings.id, depth: q.depth, oldestAgeSeconds: q.oldestAge(this.host!.now()) / 1000 }
   }
@@ -242,34 +243,16 @@ export class ClickHouseExporter implements ConsumingComponent {
   }
 }
 
-const running = new WeakMap<Registry, Set<ClickHouseExporter>>()
-
-/** The running exporters of a registry, read by the queue gauges when /metrics is collected. */
-function gaugesOf(registry: Registry): Set<ClickHouseExporter> {
-  let set = running.get(registry)
-  if (set) return set
-  running.set(registry, (set = new Set()))
-  const exporters = set
-  const gauge = (name: string, help: string, pick: (s: ReturnType<ClickHouseExporter['queueStats']>) => number) =>
-    new Gauge({
-      name,
-      help,
-      labelNames: ['exporter'],
-      registers: [registry],
-      // With several workers each sees the one shared queue: the same value, not parts of a sum.
-      aggregator: 'max',
-      collect() {
-        this.reset()
-        for (const e of exporters) {
-          const s = e.queueStats()
-          this.set({ exporter: s.id }, pick(s))
-        }
-      },
-    })
-  gauge('meterd_clickhouse_queue_records', 'Records waiting in the clickhouse queue', (s) => s.depth)
-  gauge('meterd_clickhouse_queue_oldest_age_seconds', 'Age of the oldest record in the clickhouse queue', (s) => s.oldestAgeSeconds)
-  return set
-}
+/** The queue gauges, read from the running exporters; every worker sees the one shared queue: max, not a sum. */
+const gaugesOf = (registry: Registry) =>
+  instanceGauges<ReturnType<ClickHouseExporter['stats']>>(
+    registry,
+    [
+      { name: 'meterd_clickhouse_queue_records', help: 'Records waiting in the clickhouse queue', pick: (s) => s.depth },
+      { name: 'meterd_clickhouse_queue_oldest_age_seconds', help: 'Age of the oldest record in the clickhouse queue', pick: (s) => s.oldestAgeSeconds },
+    ],
+    'max',
+  )
 
 export const clickhouseFactory: ExporterFactory<typeof schema> = {
   kind: 'exporter',

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { Counter, Gauge, type Registry } from 'prom-client'
+import { Counter, type Registry } from 'prom-client'
+import { instanceGauges } from '../../core/telemetry.js'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
 import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError, ThrottledError } from '../../core/errors.js'
@@ -64,7 +65,7 @@ export class UpstreamExporter implements ConsumingComponent {
   }
 
   /** What the queue gauges show for this exporter. */
-  queueStats(): { id: string; depth: number; oldestAgeSeconds: number; dead: number } {
+  stats(): { id: string; depth: number; oldestAgeSeconds: number; dead: number } {
     const q = this.queue!
     return { id: this.settings.id, depth: q.depth, oldestAgeSeconds: q.oldestAge(this.host!.now()) / 1000, dead: q.deadLetters }
   }
@@ -175,33 +176,13 @@ export class UpstreamExporter implements ConsumingComponent {
   }
 }
 
-const running = new WeakMap<Registry, Set<UpstreamExporter>>()
-
-/** The running exporters of a registry, read by its three queue gauges when /metrics is collected. */
-function gaugesOf(registry: Registry): Set<UpstreamExporter> {
-  let set = running.get(registry)
-  if (set) return set
-  running.set(registry, (set = new Set()))
-  const exporters = set
-  const gauge = (name: string, help: string, pick: (s: ReturnType<UpstreamExporter['queueStats']>) => number) =>
-    new Gauge({
-      name,
-      help,
-      labelNames: ['exporter'],
-      registers: [registry],
-      collect() {
-        this.reset()
-        for (const e of exporters) {
-          const s = e.queueStats()
-          this.set({ exporter: s.id }, pick(s))
-        }
-      },
-    })
-  gauge('meterd_upstream_queue_records', 'Records waiting in the upstream queue', (s) => s.depth)
-  gauge('meterd_upstream_queue_oldest_age_seconds', 'Age of the oldest record in the upstream queue', (s) => s.oldestAgeSeconds)
-  gauge('meterd_upstream_dead_letter_records', 'Records the upstream refused for good', (s) => s.dead)
-  return set
-}
+/** The queue gauges, read from the running exporters when /metrics is collected. */
+const gaugesOf = (registry: Registry) =>
+  instanceGauges<ReturnType<UpstreamExporter['stats']>>(registry, [
+    { name: 'meterd_upstream_queue_records', help: 'Records waiting in the upstream queue', pick: (s) => s.depth },
+    { name: 'meterd_upstream_queue_oldest_age_seconds', help: 'Age of the oldest record in the upstream queue', pick: (s) => s.oldestAgeSeconds },
+    { name: 'meterd_upstream_dead_letter_records', help: 'Records the upstream refused for good', pick: (s) => s.dead },
+  ])
 
 /** The body as the upstream will store it: the client's, with a transactionId to dedup on. */
 function queued(r: UsageRecord, now: number): Queued {

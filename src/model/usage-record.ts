@@ -157,21 +157,7 @@ export function emptyAttribution(): Attribution {
   }
 }
 
-export const EMPTY_ATTRIBUTION: Readonly<Attribution> = Object.freeze({
-  organizationName: '',
-  productName: '',
-  subscriberId: '',
-  subscriberEmail: '',
-  subscriberCredentialName: '',
-  agent: '',
-  traceId: '',
-  workflowId: '',
-  taskType: '',
-  subscriptionId: '',
-  ticketId: '',
-  environment: '',
-  region: '',
-})
+export const EMPTY_ATTRIBUTION: Readonly<Attribution> = Object.freeze(emptyAttribution())
 
 /** The `label` and `resourceType` a metering POST answers with (wire-contract §2.5). */
 export const LABELS: Record<UsageKind, string> = { completion: 'ai.completion', tool: 'tool.event', image: 'ai.image', audio: 'ai.audio', video: 'ai.video' }

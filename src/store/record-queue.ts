@@ -97,3 +97,32 @@ export class Backoff {
     this.failures = 0
   }
 }
+
+/**
+ * The wait of a queue's sender loop: `sleep(ms)` resolves after `ms`, or at once when `wake()`
+ * is called (records arrived, shutdown began) while `cutShort()` allows it — a backoff is not cut
+ * short by new records, only by shutdown. One wake per sleep.
+ */
+export class Nap {
+  private waking?: () => void
+
+  constructor(private readonly cutShort: () => boolean) {}
+
+  sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms)
+      function done(): void {
+        clearTimeout(timer)
+        resolve()
+      }
+      this.waking = () => {
+        this.waking = undefined
+        if (this.cutShort()) done()
+      }
+    })
+  }
+
+  wake(): void {
+    this.waking?.()
+  }
+}

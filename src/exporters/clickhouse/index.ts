@@ -8,7 +8,7 @@ import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '
 import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError, ThrottledError } from '../../core/errors.js'
 import type { UsageRecord } from '../../model/usage-record.js'
-import { Backoff, RecordQueue } from '../../store/record-queue.js'
+import { Backoff, Nap, RecordQueue } from '../../store/record-queue.js'
 
 const NAME = '^[A-Za-z_][A-Za-z0-9_]*$'
 /** Record ids per look-up query (an id is about 30 bytes quoted). */
@@ -60,7 +60,8 @@ export class ClickHouseExporter implements ConsumingComponent {
   private readonly backoff: Backoff
   private stopped = true
   private loop?: Promise<void>
-  private wake?: () => void
+  /** The sender's wait between attempts: records and shutdown cut it short. */
+  private readonly nap = new Nap(() => this.stopped || this.backoff.failures === 0)
   private abort = new AbortController()
   private tableReady = false
   /** The previous insert's outcome is unknown: check before inserting its records again. */
@@ -108,7 +109,7 @@ export class ClickHouseExporter implements ConsumingComponent {
     gaugesOf(this.settings.registry).delete(this)
     withdrawClickHouse(this.host!.store, this.settings.id)
     this.abort.abort()
-    this.wake?.()
+    this.nap.wake()
     await this.loop
     await this.client?.close()
   }
@@ -150,7 +151,7 @@ export class ClickHouseExporter implements ConsumingComponent {
     }
     queue.added(n)
     this.settings.metrics.accepted(n)
-    if (queue.depth >= this.config.batch_size) this.wake?.()
+    if (queue.depth >= this.config.batch_size) this.nap.wake()
   }
 
   /** The sender: oldest rows first, one INSERT at a time, until shutdown. */
@@ -162,7 +163,7 @@ export class ClickHouseExporter implements ConsumingComponent {
         const oldest = queue.oldest(this.config.batch_size)
         if (oldest.length === 0) {
           this.pendingSince = undefined
-          await this.sleep(this.config.flush_interval_ms)
+          await this.nap.sleep(this.config.flush_interval_ms)
           continue
         }
         if (oldest.length < this.config.batch_size) {
@@ -170,7 +171,7 @@ export class ClickHouseExporter implements ConsumingComponent {
           this.pendingSince ??= Date.now()
           const waited = Date.now() - this.pendingSince
           if (waited < this.config.flush_interval_ms) {
-            await this.sleep(this.config.flush_interval_ms - waited)
+            await this.nap.sleep(this.config.flush_interval_ms - waited)
             continue
           }
         }
@@ -199,7 +200,7 @@ export class ClickHouseExporter implements ConsumingComponent {
         const delay = this.backoff.next()
         if (this.backoff.failures === 1 || this.backoff.failures % 10 === 0)
           this.settings.logger.warn({ err: (err as Error).message, queued: queue.depth, retryInMs: delay }, 'clickhouse insert failed; retrying')
-        await this.sleep(delay)
+        await this.nap.sleep(delay)
       }
     }
   }
@@ -225,21 +226,6 @@ export class ClickHouseExporter implements ConsumingComponent {
       for (const r of (await res.json()) as { id: string }[]) found.add(r.id)
     }
     return found
-  }
-
-  /** Waits `ms`, or less when a full batch is queued (not during a backoff) or shutdown begins. */
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms)
-      function done(): void {
-        clearTimeout(timer)
-        resolve()
-      }
-      this.wake = () => {
-        this.wake = undefined
-        if (this.stopped || this.backoff.failures === 0) done()
-      }
-    })
   }
 }
 

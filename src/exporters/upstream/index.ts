@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Counter, type Registry } from 'prom-client'
 import { instanceGauges } from '../../core/telemetry.js'
+import { Nap } from '../../store/record-queue.js'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
 import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError, ThrottledError } from '../../core/errors.js'
@@ -39,7 +40,8 @@ export class UpstreamExporter implements ConsumingComponent {
   private readonly sender: UpstreamSender
   private stopped = true
   private loop?: Promise<void>
-  private wake?: () => void
+  /** The sender's wait between attempts: records and shutdown cut it short. */
+  private readonly nap = new Nap(() => this.stopped || this.failures === 0)
   private readonly abort = new AbortController()
   private failures = 0
   private readonly sent: Counter
@@ -75,7 +77,7 @@ export class UpstreamExporter implements ConsumingComponent {
     this.stopped = true
     gaugesOf(this.settings.registry).delete(this)
     this.abort.abort()
-    this.wake?.()
+    this.nap.wake()
     await this.loop
     await this.sender.close()
   }
@@ -98,7 +100,7 @@ export class UpstreamExporter implements ConsumingComponent {
     }
     queue.added(items.length)
     this.settings.metrics.accepted(items.length)
-    this.wake?.()
+    this.nap.wake()
   }
 
   /** The sender: oldest records first, one request at a time, until shutdown. */
@@ -107,7 +109,7 @@ export class UpstreamExporter implements ConsumingComponent {
     while (!this.stopped) {
       const oldest = queue.oldest(this.config.batch_size)
       if (oldest.length === 0) {
-        await this.sleep(1000)
+        await this.nap.sleep(1000)
         continue
       }
       // One kind per request: the oldest record's, and every record of that kind among the oldest.
@@ -137,7 +139,7 @@ export class UpstreamExporter implements ConsumingComponent {
       const delay = this.backoff(out.afterMs)
       if (this.failures === 1 || this.failures % 10 === 0)
         this.settings.logger.warn({ status: out.status, error: out.error, queued: queue.depth, retryInMs: delay }, 'upstream send failed; retrying')
-      await this.sleep(delay)
+      await this.nap.sleep(delay)
     }
   }
 
@@ -157,22 +159,6 @@ export class UpstreamExporter implements ConsumingComponent {
     if (retryAfterMs !== undefined) return retryAfterMs
     const base = Math.min(this.config.max_backoff_ms, this.config.initial_backoff_ms * 2 ** Math.min(n, 30))
     return Math.round(base * (1 + this.config.jitter * Math.random()))
-  }
-
-  /** Waits `ms`, or less when records arrive or shutdown begins. */
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms)
-      function done(): void {
-        clearTimeout(timer)
-        resolve()
-      }
-      this.wake = () => {
-        this.wake = undefined
-        // New records do not cut a backoff short: only shutdown does.
-        if (this.stopped || this.failures === 0) done()
-      }
-    })
   }
 }
 

@@ -9,7 +9,7 @@ import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
 import { createTableSql } from '../../src/adapters/clickhouse/table.js'
 import { haveClickHouse, startClickHouse } from '../helpers/clickhouse-server.js'
 import { completion, toolEvent } from '../fixtures/wire-examples.js'
-import { ADMIN_KEY, call, spawnMeterd, startMeterd, tempDir, writeConfig, type Teardown } from '../helpers/meterd.js'
+import { ADMIN_KEY, call, slowProxy, spawnMeterd, startMeterd, tempDir, until as waitUntil, writeConfig, type Teardown } from '../helpers/meterd.js'
 
 if (!haveClickHouse) {
   t.fail('clickhouse-server is not installed (.ci/run installs it)')
@@ -25,15 +25,8 @@ function config(endpoint: string, database: string, extra: Record<string, unknow
   }
 }
 
-async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms
-  for (;;) {
-    const v = await fn().catch(() => undefined)
-    if (v !== undefined) return v
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 25))
-  }
-}
+/** until() of the helpers, with ClickHouse's longer start, and its refusals while it starts read as "not yet". */
+const until = <T>(what: string, fn: () => Promise<T | undefined>, ms = 30_000): Promise<T> => waitUntil(what, () => fn().catch(() => undefined), ms)
 
 /**
  * The records table, created ahead of the exporter (which then finds it), with background
@@ -160,22 +153,13 @@ t.test('kill -9 of meterd while its insert is at ClickHouse: after restart every
   })
   // A slow link: inserts reach ClickHouse (which stores them) but the answers come late.
   let forwarded = 0
-  const proxy = createServer((req, res) => {
-    const out = httpRequest(new URL(req.url!, ch.url), { method: req.method, headers: req.headers }, (r) => {
-      if (decodeURIComponent(req.url ?? '').includes('INSERT')) forwarded++
-      setTimeout(() => {
-        res.writeHead(r.statusCode!, r.headers)
-        r.pipe(res)
-      }, 400)
-    })
-    req.pipe(out)
+  const proxyUrl = await slowProxy(t, ch.url, (url) => {
+    if (decodeURIComponent(url).includes('INSERT')) forwarded++
   })
-  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()))
-  t.teardown(() => new Promise<void>((r) => (proxy.closeAllConnections(), proxy.close(() => r()))))
   await unmerged(ch.url, 'killed')
   const dir = tempDir()
   const dataDir = join(dir, 'data')
-  const cfg = writeConfig(dir, config(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, 'killed', { batch_size: 20 }))
+  const cfg = writeConfig(dir, config(proxyUrl, 'killed', { batch_size: 20 }))
   const first = await spawnMeterd(t, { dataDir, configFiles: [DEFAULT_CONFIG_PATH, cfg] })
   const acked: string[] = []
   await post(t, first.url, ADMIN_KEY, 6, 20, acked)
@@ -200,19 +184,9 @@ t.test('with two workers (one queue in one LMDB environment) every acknowledged 
   })
   await unmerged(ch.url, 'workers')
   // Slow answers: a second sender on the same queue would read rows the first is still inserting.
-  const proxy = createServer((req, res) => {
-    const out = httpRequest(new URL(req.url!, ch.url), { method: req.method, headers: req.headers }, (r) => {
-      setTimeout(() => {
-        res.writeHead(r.statusCode!, r.headers)
-        r.pipe(res)
-      }, 200)
-    })
-    req.pipe(out)
-  })
-  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()))
-  t.teardown(() => new Promise<void>((r) => (proxy.closeAllConnections(), proxy.close(() => r()))))
+  const proxyUrl = await slowProxy(t, ch.url, undefined, 200)
   const dir = tempDir()
-  const cfg = writeConfig(dir, config(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, 'workers', { batch_size: 20 }))
+  const cfg = writeConfig(dir, config(proxyUrl, 'workers', { batch_size: 20 }))
   const m = await spawnMeterd(t, { dataDir: join(dir, 'data'), configFiles: [DEFAULT_CONFIG_PATH, cfg], env: { METERD_WORKERS: '2' } })
   const acked: string[] = []
   // Several connections at once, so both workers store records.

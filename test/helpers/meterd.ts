@@ -242,3 +242,36 @@ export async function spawnMeterd(
 export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true })
 }
+
+/** Polls `fn` every 25 ms until it returns something other than undefined; throws after `ms`. */
+export async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = await fn()
+    if (v !== undefined) return v
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}
+
+/**
+ * A proxy on 127.0.0.1 in front of `target` that forwards every request (so the target acts on
+ * it) but answers `delayMs` late: a slow link whose answers a client may give up on. `onForward`
+ * sees each request's URL as it is forwarded.
+ */
+export async function slowProxy(t: Teardown, target: string, onForward: (url: string) => void = () => undefined, delayMs = 400): Promise<string> {
+  const { createServer, request } = await import('node:http')
+  const proxy = createServer((req, res) => {
+    const out = request(new URL(req.url!, target), { method: req.method, headers: req.headers }, (r) => {
+      onForward(req.url ?? '')
+      setTimeout(() => {
+        res.writeHead(r.statusCode!, r.headers)
+        r.pipe(res)
+      }, delayMs)
+    })
+    req.pipe(out)
+  })
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()))
+  t.teardown(() => new Promise<void>((r) => (proxy.closeAllConnections(), proxy.close(() => r()))))
+  return `http://127.0.0.1:${(proxy.address() as import('node:net').AddressInfo).port}`
+}

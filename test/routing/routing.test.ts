@@ -8,19 +8,9 @@ import { resolveConfig } from '../../src/core/config/resolve.js'
 import { factoryMap } from '../../src/core/graph.js'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { completion } from '../fixtures/wire-examples.js'
-import { ADMIN_KEY, call, freePort, startMeterd, tempDir, writeConfig, type Meterd } from '../helpers/meterd.js'
+import { ADMIN_KEY, call, freePort, startMeterd, tempDir, writeConfig, type Meterd, until } from '../helpers/meterd.js'
 
 const LIST = '/profitstream/v2/api/sources/metrics/ai/completions?size=1000'
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms
-  for (;;) {
-    const v = await fn()
-    if (v !== undefined) return v
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 25))
-  }
-}
 
 /** transactionId → how many stored records carry it, and the id stored for it. */
 async function stored(m: Meterd, key: string): Promise<Map<string, { n: number; id: string }>> {

@@ -1,10 +1,10 @@
-import { createServer, request as httpRequest, type Server } from 'node:http'
+import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import t from 'tap'
 import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
 import { completion, goVideo, toolEvent } from '../fixtures/wire-examples.js'
-import { call, freePort, spawnMeterd, startMeterd, tempDir, writeConfig, type Meterd, type Teardown } from '../helpers/meterd.js'
+import { call, freePort, spawnMeterd, startMeterd, tempDir, writeConfig, type Meterd, type Teardown, slowProxy, until } from '../helpers/meterd.js'
 
 const LIST = '/profitstream/v2/api/sources/metrics'
 
@@ -13,16 +13,6 @@ function sidecarConfig(endpoint: string, apiKey: string, extra: Record<string, u
   return {
     exporters: { upstream: { endpoint, api_key: apiKey, initial_backoff_ms: 20, max_backoff_ms: 200, ...extra } },
     service: { pipelines: { usage: { receivers: ['metering', 'genai'], processors: ['validate', 'attribution', 'pricing'], exporters: ['upstream'] } } },
-  }
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms
-  for (;;) {
-    const v = await fn()
-    if (v !== undefined) return v
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 25))
   }
 }
 
@@ -160,19 +150,7 @@ t.test('kill -9 of the sidecar while its batch is at the upstream: after restart
   const up = await startUpstream(t)
   // A slow link: requests reach the upstream (which stores them) but the answers come late.
   let forwarded = 0
-  const proxy = createServer((req, res) => {
-    const out = httpRequest(new URL(req.url!, up.m.url), { method: req.method, headers: req.headers }, (r) => {
-      forwarded++
-      setTimeout(() => {
-        res.writeHead(r.statusCode!, r.headers)
-        r.pipe(res)
-      }, 400)
-    })
-    req.pipe(out)
-  })
-  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()))
-  t.teardown(() => new Promise<void>((r) => (proxy.closeAllConnections(), proxy.close(() => r()))))
-  const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+  const proxyUrl = await slowProxy(t, up.m.url, () => forwarded++)
 
   const dir = tempDir()
   const dataDir = join(dir, 'data')

@@ -71,30 +71,47 @@ export function attributionFields(v: AttributeView, prefixes: readonly string[])
       credential[k] ??= value
     }
   }
+  const plan = planOf(prefixes)
   for (const level of [v.resource, v.record]) {
-    for (const p of prefixes) {
-      for (const [name, field] of TEXT) {
-        const x = v.attribution(p + name, level)
-        if (x !== undefined) set(field, text(x, p + name))
-      }
-      for (const [name, path] of SUBSCRIBER) {
-        const x = v.attribution(p + name, level)
-        if (x !== undefined) setSubscriber(path, text(x, p + name))
-      }
-      const retry = v.attribution(p + 'retry.number', level)
-      if (retry !== undefined) set('retryNumber', integer(retry, p + 'retry.number'))
-      const stream = v.attribution(p + 'request.stream', level)
-      if (stream !== undefined) set('isStreamed', stream === true || stream === 'true')
+    for (const [key, kind, target] of plan) {
+      const x = v.attribution(key, level)
+      if (x === undefined) continue
+      if (kind === TEXT_FIELD) set(target, text(x, key))
+      else if (kind === SUBSCRIBER_FIELD) setSubscriber(target as (typeof SUBSCRIBER)[number][1], text(x, key))
+      else if (kind === RETRY) set('retryNumber', integer(x, key))
+      else if (kind === STREAM) set('isStreamed', x === true || x === 'true')
     }
-    for (const [name, field] of PLAIN_TEXT) {
-      const x = v.attribution(name, level)
-      if (x !== undefined) set(field, text(x, name))
-    }
-    const email = v.attribution('user.email', level)
-    if (email !== undefined) setSubscriber('email', text(email, 'user.email'))
   }
   if (subscriber.id !== undefined || subscriber.email !== undefined || subscriber.credential) out.subscriber = subscriber
   return out
+}
+
+const TEXT_FIELD = 0
+const SUBSCRIBER_FIELD = 1
+const RETRY = 2
+const STREAM = 3
+type Step = readonly [key: string, kind: number, target: string]
+
+const plans = new WeakMap<readonly string[], readonly Step[]>()
+
+/**
+ * The attribute names attributionFields reads on each level, in precedence order, for a list of
+ * prefixes: made once per list, so a record costs lookups only (no names built per record).
+ */
+function planOf(prefixes: readonly string[]): readonly Step[] {
+  let plan = plans.get(prefixes)
+  if (plan) return plan
+  const steps: Step[] = []
+  for (const p of prefixes) {
+    for (const [name, field] of TEXT) steps.push([p + name, TEXT_FIELD, field])
+    for (const [name, path] of SUBSCRIBER) steps.push([p + name, SUBSCRIBER_FIELD, path])
+    steps.push([p + 'retry.number', RETRY, ''])
+    steps.push([p + 'request.stream', STREAM, ''])
+  }
+  for (const [name, field] of PLAIN_TEXT) steps.push([name, TEXT_FIELD, field])
+  steps.push(['user.email', SUBSCRIBER_FIELD, 'email'])
+  plans.set(prefixes, (plan = steps))
+  return plan
 }
 
 function integer(v: AttributeValue, key: string): number {

@@ -72,8 +72,18 @@ export function attributionFields(v: AttributeView, prefixes: readonly string[])
     }
   }
   const plan = planOf(prefixes)
+  const hits: number[] = []
   for (const level of [v.resource, v.record]) {
-    for (const [key, kind, target] of plan) {
+    // The level's names that attribution reads, in the plan's order of precedence (a level holds
+    // a few names; the plan has dozens).
+    hits.length = 0
+    for (const key in level) {
+      const rank = plan.rank.get(key)
+      if (rank !== undefined) hits.push(rank)
+    }
+    if (hits.length > 1) hits.sort((a, b) => a - b)
+    for (const rank of hits) {
+      const [key, kind, target] = plan.steps[rank]
       const x = v.attribution(key, level)
       if (x === undefined) continue
       if (kind === TEXT_FIELD) set(target, text(x, key))
@@ -92,13 +102,19 @@ const RETRY = 2
 const STREAM = 3
 type Step = readonly [key: string, kind: number, target: string]
 
-const plans = new WeakMap<readonly string[], readonly Step[]>()
+interface Plan {
+  steps: readonly Step[]
+  /** A name's place in `steps`: its precedence. */
+  rank: ReadonlyMap<string, number>
+}
+
+const plans = new WeakMap<readonly string[], Plan>()
 
 /**
  * The attribute names attributionFields reads on each level, in precedence order, for a list of
  * prefixes: made once per list, so a record costs lookups only (no names built per record).
  */
-function planOf(prefixes: readonly string[]): readonly Step[] {
+function planOf(prefixes: readonly string[]): Plan {
   let plan = plans.get(prefixes)
   if (plan) return plan
   const steps: Step[] = []
@@ -110,7 +126,12 @@ function planOf(prefixes: readonly string[]): readonly Step[] {
   }
   for (const [name, field] of PLAIN_TEXT) steps.push([name, TEXT_FIELD, field])
   steps.push(['user.email', SUBSCRIBER_FIELD, 'email'])
-  plans.set(prefixes, (plan = steps))
+  // A name listed twice (a prefix given twice, or '') is read at its first place only, as before.
+  const rank = new Map<string, number>()
+  steps.forEach(([key], i) => {
+    if (!rank.has(key)) rank.set(key, i)
+  })
+  plans.set(prefixes, (plan = { steps, rank }))
   return plan
 }
 

@@ -17,7 +17,8 @@
  *
  * Needs valgrind; without it the bench says so and exits 0. Env: OTLP_CPU_EXPORTS (default
  * 600), OTLP_CPU_WARMUP (default 2000), OTLP_CPU_CONNECTIONS (default 32),
- * OTLP_CPU_ONLY=http|grpc, OTLP_CPU_KEEP=1 keeps the dumps (for callgrind_annotate).
+ * OTLP_CPU_ONLY=http|grpc, OTLP_CPU_KEEP=1 keeps the dumps (for callgrind_annotate; with
+ * OTLP_CPU_NODE_ARGS=--perf-basic-prof, /tmp/perf-<pid>.map names the JIT code in them).
  * Run: `npm run bench -- otlp-cpu`.
  */
 import { execFile, execFileSync } from 'node:child_process'
@@ -32,7 +33,7 @@ const WARMUP = Math.max(50, Number(process.env.OTLP_CPU_WARMUP) || 2000)
 const CONNECTIONS = Math.max(1, Number(process.env.OTLP_CPU_CONNECTIONS) || 32)
 const ONLY = process.env.OTLP_CPU_ONLY
 const KEEP = Boolean(process.env.OTLP_CPU_KEEP)
-const NODE_ARGS = ['--min-semi-space-size=16', '--max-semi-space-size=16']
+const NODE_ARGS = ['--min-semi-space-size=16', '--max-semi-space-size=16', ...(process.env.OTLP_CPU_NODE_ARGS ?? '').split(' ').filter(Boolean)]
 const SPANS = 100
 
 try {

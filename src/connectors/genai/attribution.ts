@@ -170,7 +170,13 @@ export function keptAttributes(v: AttributeView, drop: readonly string[], apiKey
 }
 
 function dropped(key: string, drop: readonly string[]): boolean {
-  for (const d of drop) if (key === d || (key.length > d.length && key.startsWith(d) && key.charCodeAt(d.length) === 46 /* . */)) return true
+  let names = dropSets.get(drop)
+  if (!names) dropSets.set(drop, (names = new Set(drop)))
+  // `key` is dropped when it, or a dotted prefix of it (`a` or `a.b` of `a.b.c`), is listed.
+  if (names.has(key)) return true
+  for (let i = key.indexOf('.'); i > 0; i = key.indexOf('.', i + 1)) if (names.has(key.slice(0, i))) return true
   return false
 }
+
+const dropSets = new WeakMap<readonly string[], ReadonlySet<string>>()
 

@@ -113,9 +113,15 @@ function prefixBytes(prefixes: readonly string[]): Uint8Array[] {
 function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions): DecodedTraces {
   const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, positions: [], rejected: [], apiKeys: [] }
   const t = scanned.spans
+  // One reader over the request; each part is decoded in place, as protobufjs decodes a nested message.
+  const reader = protobuf.Reader.create(buf)
+  const part = (type: protobuf.Type, start: number, end: number): Message => {
+    reader.pos = start
+    return type.decode(reader, end - start)
+  }
   for (let r = 0; r < scanned.resources.length; r++) {
     const rs = scanned.resources[r]
-    const resource = resourceOf(rs.resource ? Resource.decode(buf.subarray(rs.resource[0], rs.resource[1])) : undefined, opts, out.apiKeys)
+    const resource = resourceOf(rs.resource ? part(Resource, rs.resource[0], rs.resource[1]) : undefined, opts, out.apiKeys)
     for (let s = 0; s < rs.scopes.length; s++) {
       const ss = rs.scopes[s]
       let scope: OtlpScope | undefined
@@ -123,8 +129,8 @@ function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions):
         const at = (ss.first + i) * SPAN_STRIDE
         try {
           if (rs.read || t[at + 2] === 1) {
-            scope ??= scopeOf(ss.scope ? InstrumentationScope.decode(buf.subarray(ss.scope[0], ss.scope[1])) : undefined)
-            out.items.push(spanItem(resource, scope, Span.decode(buf.subarray(t[at], t[at + 1]))))
+            scope ??= scopeOf(ss.scope ? part(InstrumentationScope, ss.scope[0], ss.scope[1]) : undefined)
+            out.items.push(spanItem(resource, scope, part(Span, t[at], t[at + 1])))
             out.positions!.push(out.accepted)
           } else {
             checkIdBytes(buf, t[at + 3], t[at + 4], 16, 'traceId', true)

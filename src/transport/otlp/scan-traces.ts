@@ -70,8 +70,12 @@ class Scanner {
     let p = this.pos
     if (p >= end) throw UNSURE
     let c = b[p++]
+    if (c < 128) {
+      this.pos = p
+      return c
+    }
     let v = c & 127
-    if (c >= 128) {
+    {
       if (p >= end) throw UNSURE
       c = b[p++]
       v |= (c & 127) << 7
@@ -149,7 +153,9 @@ class Scanner {
 
   private utf8(start: number, stop: number): void {
     const b = this.buf
-    for (let i = start; i < stop; i++)
+    let i = start
+    while (i + 8 <= stop && ((b[i] | b[i + 1] | b[i + 2] | b[i + 3] | b[i + 4] | b[i + 5] | b[i + 6] | b[i + 7]) & 128) === 0) i += 8
+    for (; i < stop; i++)
       if (b[i] >= 128) {
         try {
           utf8.readStrict(b, start, stop)

@@ -48,7 +48,7 @@ export function decodeTracesProto(buf: Uint8Array, opts: DecodeOptions = {}): De
   const resources = req.resourceSpans as Message[]
   for (let r = 0; r < resources.length; r++) {
     const rs = resources[r]
-    const resourceRead = keys !== undefined && rs.resource !== undefined && anyKeyStarts(rs.resource.attributes, keys)
+    const resourceRead = keys !== undefined && rs.resource ? anyKeyStarts(rs.resource.attributes, keys) : false
     const resource = resourceOf(rs.resource, opts, out.apiKeys)
     const scopes = rs.scopeSpans as Message[]
     for (let s = 0; s < scopes.length; s++) {

@@ -334,7 +334,8 @@ class Scanner {
     let matched = false
     while (this.pos < end) {
       const t = this.tag(end)
-      if (t === ((1 << 3) | 2)) matched = this.key(end) || matched
+      // A key given twice: the last one is the key (protobufjs keeps the last value of a field).
+      if (t === ((1 << 3) | 2)) matched = this.key(end)
       else if (t === ((2 << 3) | 2)) {
         const n = this.length(end)
         this.anyValue(this.pos + n, depth + 1)

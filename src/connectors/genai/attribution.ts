@@ -170,13 +170,19 @@ export function keptAttributes(v: AttributeView, drop: readonly string[], apiKey
 }
 
 function dropped(key: string, drop: readonly string[]): boolean {
-  let names = dropSets.get(drop)
-  if (!names) dropSets.set(drop, (names = new Set(drop)))
+  let d = drops.get(drop)
+  if (!d) drops.set(drop, (d = { names: new Set(drop), seen: new Map() }))
+  let out = d.seen.get(key)
+  if (out !== undefined) return out
   // `key` is dropped when it, or a dotted prefix of it (`a` or `a.b` of `a.b.c`), is listed.
-  if (names.has(key)) return true
-  for (let i = key.indexOf('.'); i > 0; i = key.indexOf('.', i + 1)) if (names.has(key.slice(0, i))) return true
-  return false
+  out = d.names.has(key)
+  for (let i = key.indexOf('.'); !out && i > 0; i = key.indexOf('.', i + 1)) out = d.names.has(key.slice(0, i))
+  // Attribute names repeat from record to record; a client sending ever new ones only refills the memo.
+  if (d.seen.size >= 10_000) d.seen.clear()
+  d.seen.set(key, out)
+  return out
 }
 
-const dropSets = new WeakMap<readonly string[], ReadonlySet<string>>()
+/** Per drop list: its names, and the answer for the attribute names seen lately. */
+const drops = new WeakMap<readonly string[], { names: ReadonlySet<string>; seen: Map<string, boolean> }>()
 

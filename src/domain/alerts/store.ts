@@ -79,6 +79,7 @@ export class AlertStore {
   }
 
   async put(rule: AlertRule): Promise<void> {
+    await this.shared?.writable()
     await this.store.durable(this.rules.put(rule.id, rule))
     this.byId.set(rule.id, rule)
     await this.shared?.wrote('alert-rules', [rule.id])
@@ -87,6 +88,7 @@ export class AlertStore {
 
   /** Removes a rule with its state and history. */
   async remove(rule: AlertRule): Promise<void> {
+    await this.shared?.writable()
     await this.store.durable(
       this.store.root.transaction(() => {
         this.rules.remove(rule.id)

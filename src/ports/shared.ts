@@ -1,7 +1,7 @@
 import type { SharedDedup } from './dedup.js'
 import type { DeliveryClaims } from './deliveries.js'
 import type { SharedTables } from './tables.js'
-import type { TierQuantities } from './tiers.js'
+import type { SharedTierQuantities } from './tiers.js'
 
 /**
  * What replicas of a gateway cluster share (docs/deployment.md, Gateway). Standalone and sidecar
@@ -10,7 +10,7 @@ import type { TierQuantities } from './tiers.js'
  */
 export interface SharedState {
   readonly dedup: SharedDedup
-  readonly tiers: TierQuantities
+  readonly tiers: SharedTierQuantities
   readonly tables: SharedTables
   readonly deliveries: DeliveryClaims
   close(): Promise<void>

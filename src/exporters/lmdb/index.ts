@@ -35,7 +35,7 @@ export class LmdbExporter implements ConsumingComponent {
     // One worker sweeps the shared store.
     if (!host.cluster.leader) return
     this.sweeper = setInterval(() => {
-      host.store.usage.sweep(host.now(), retention).catch((err) => this.settings.logger.warn({ err }, 'replay sweep failed'))
+      host.usage.sweep(host.now(), retention).catch((err) => this.settings.logger.warn({ err }, 'replay sweep failed'))
     }, this.config.dedup_sweep_minutes * 60_000)
     this.sweeper.unref()
   }
@@ -57,8 +57,9 @@ export class LmdbExporter implements ConsumingComponent {
     }
     // The records go in the request's write unit, after the steps of the processors before us.
     const unit = unitOf(batch, host.store)
+    const usage = host.usage
     unit.add(() => {
-      const kept = host.store.usage.writeInTransaction(batch.items, opts)
+      const kept = usage.writeInTransaction(batch.items, opts)
       if (kept.size > 0) batch.ctx.duplicates = kept
     })
     try {

@@ -42,7 +42,7 @@ export class AlertsExtension implements Component {
     const transitions = sharedCounter(this.settings.registry, 'meterd_alert_events_total', 'Alert state changes, by event type', ['type'])
     this.evaluator = new AlertEvaluator({
       store,
-      usage: host.store.usage,
+      usage: host.usage,
       notifier,
       now: () => host.now(),
       logger: this.settings.logger,

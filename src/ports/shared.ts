@@ -1,5 +1,6 @@
 import type { SharedDedup } from './dedup.js'
 import type { DeliveryClaims } from './deliveries.js'
+import type { AlertMeasures, Leadership } from './leader.js'
 import type { SharedTables } from './tables.js'
 import type { SharedTierQuantities } from './tiers.js'
 
@@ -13,5 +14,10 @@ export interface SharedState {
   readonly tiers: SharedTierQuantities
   readonly tables: SharedTables
   readonly deliveries: DeliveryClaims
+  readonly alertMeasures: AlertMeasures
+  /** This replica (this process) among those sharing the state. */
+  readonly replica: string
+  /** The cluster's leader lease; this process competes for it from the first call (a replica's worker leader calls it). */
+  lead(): Leadership
   close(): Promise<void>
 }

@@ -36,6 +36,9 @@ export async function openRedisSharedState(config: SharedStateConfig['redis'], s
     new Gauge({ name: 'meterd_cluster_leader', help: '1 on the replica that holds the cluster lease (evaluates the alert rules), else 0', registers: [registry], aggregator: 'max' })
   gauge.set(0)
   let leading: NodeJS.Timeout | undefined
+  const twins = sharedCounter(registry, 'meterd_shared_dedup_twins_total', 'Records committed on this replica, unanswered, that a retry stored again on another after their claim expired', [])
+  twins.inc(0)
+  const dedup = new RedisDedup(redis, prefix, config.claim_ttl_seconds * 1000, outage, store, logger, twins)
   return {
     replica,
     alertMeasures: new RedisAlertMeasures(redis, prefix, outage),
@@ -48,12 +51,13 @@ export async function openRedisSharedState(config: SharedStateConfig['redis'], s
       }
       return leadership
     },
-    dedup: new RedisDedup(redis, prefix, config.claim_ttl_seconds * 1000, outage),
+    dedup,
     tiers: new RedisTierQuantities(redis, prefix, outage),
     tables,
     deliveries: new RedisDeliveryClaims(redis, prefix, outage),
     async close() {
       if (leading) clearInterval(leading)
+      dedup.close()
       await leadership.stop()
       await tables.close()
       for (const c of [sub, redis]) {

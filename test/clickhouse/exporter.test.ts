@@ -1,11 +1,13 @@
 // The clickhouse exporter delivers every record meterd acknowledged to a real clickhouse-server
 // exactly once: through ClickHouse being down for a while, acknowledgements lost on the way
 // back (the rows are in, the exporter does not know) and kill -9 of meterd mid-insert.
+import { spawnSync } from 'node:child_process'
 import { createServer, request as httpRequest } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import t from 'tap'
 import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
+import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { createTableSql } from '../../src/adapters/clickhouse/table.js'
 import { haveClickHouse, startClickHouse } from '../helpers/clickhouse-server.js'
 import { completion, toolEvent } from '../fixtures/wire-examples.js'
@@ -196,5 +198,82 @@ t.test('with two workers (one queue in one LMDB environment) every acknowledged 
   t.equal(got.rows, acked.length, `${acked.length} rows`)
   t.equal(got.ids, acked.length, 'each record once')
   t.same([...got.tx.keys()].sort(), [...acked].sort(), 'every acknowledged record')
+  await m.stop()
+})
+
+/** The `meterd reprice` command, in another process, on a data directory with this price book. */
+function reprice(dataDir: string, models: Record<string, unknown>[]): { priced: number } {
+  const cfg = writeConfig(join(dataDir, '..'), { storage: { path: dataDir }, processors: { pricing: { models } } }, 'reprice.yaml')
+  const run = spawnSync(process.execPath, [join(PACKAGE_ROOT, 'bin/meterd.js'), 'reprice', '--config', cfg, '--json'], { encoding: 'utf8', timeout: 60_000 })
+  if (run.status !== 0) throw new Error(`meterd reprice: ${run.stderr}`)
+  return JSON.parse(run.stdout)
+}
+
+t.test('a table of the previous build, and records repriced after they were queued or inserted: each reaches ClickHouse once, at its new cost, through ClickHouse down and kill -9', async (t) => {
+  let ch = await startClickHouse()
+  t.teardown(async () => {
+    await ch.stop()
+    ch.remove()
+  })
+  // The table as the previous build created it: no version column, ReplacingMergeTree().
+  const target = { endpoint: ch.url, username: 'default', password: '', database: 'legacy', table: 'usage_records', timeoutMs: 10_000 }
+  const [db, ddl] = createTableSql(target)
+  const old = ddl.replace(', `version` UInt64', '').replace('ReplacingMergeTree(version)', 'ReplacingMergeTree()')
+  t.not(old, ddl, 'the old definition differs')
+  await sql(ch.url, db)
+  await sql(ch.url, old)
+  await sql(ch.url, 'SYSTEM STOP MERGES legacy.usage_records')
+
+  const dir = tempDir()
+  const dataDir = join(dir, 'data')
+  const cfg = writeConfig(dir, config(ch.url, 'legacy'))
+  let m = await spawnMeterd(t, { dataDir, configFiles: [DEFAULT_CONFIG_PATH, cfg] })
+  // acme-1 is not in the price book: these are stored unpriced, at 0.
+  const unknown = (tx: string) => completion({ transactionId: tx, provider: 'Acme', model: 'acme-1', inputTokenCount: 1000, outputTokenCount: 500, totalTokenCount: 1500, totalCost: undefined })
+  const acked: string[] = []
+  await post(t, m.url, ADMIN_KEY, 3, 20, acked)
+  const early = ['acme-early-1', 'acme-early-2', 'acme-early-3']
+  t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key: ADMIN_KEY, body: early.map(unknown) })).status, 201, 'unpriced records are stored')
+  acked.push(...early)
+  await until('the first records in ClickHouse', async () => ((await contents(ch.url, 'legacy')).rows === acked.length ? true : undefined))
+  t.equal(await sql(ch.url, "SELECT type FROM system.columns WHERE database = 'legacy' AND table = 'usage_records' AND name = 'version'"), 'UInt64', 'the old table got the version column')
+
+  // ClickHouse down: two more unpriced records stay queued, then everything unpriced is priced.
+  await ch.stop()
+  const late = ['acme-late-1', 'acme-late-2']
+  t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key: ADMIN_KEY, body: late.map(unknown) })).status, 201, 'more are stored while ClickHouse is down')
+  acked.push(...late)
+  await post(t, m.url, ADMIN_KEY, 1, 10, acked)
+  const priced = reprice(dataDir, [{ provider: 'acme', model: 'acme-1', effective: '2026-01-01', input: 2, output: 10 }])
+  t.equal(priced.priced, 5, 'meterd reprice priced the five acme-1 records')
+  // A new row is queued for each of the five; the two still queued had their first row replaced
+  // (it leaves the queue unsent): 2 + 10 records and 5 new rows wait.
+  await until('the new rows in the queue', async () => ((await metric(m.url, 'meterd_clickhouse_queue_records')) === 17 - 2 ? true : undefined), 10_000)
+  t.pass('the new rows wait in the queue with the rest')
+  await m.stop('SIGKILL')
+
+  ch = await startClickHouse({ dir: ch.dir, httpPort: ch.httpPort, tcpPort: ch.tcpPort })
+  await sql(ch.url, 'SYSTEM STOP MERGES legacy.usage_records')
+  m = await spawnMeterd(t, { dataDir, configFiles: [DEFAULT_CONFIG_PATH, cfg] })
+  await until('the queue to drain', async () => ((await metric(m.url, 'meterd_clickhouse_queue_records')) === 0 ? true : undefined))
+
+  const tx = "visitParamExtractString(record, 'transactionId')"
+  const rows = await sql(ch.url, `SELECT ${tx} AS tx, version > 0 AS repriced, toString(cost) FROM legacy.usage_records WHERE ${tx} LIKE 'acme-%' ORDER BY tx, version FORMAT TabSeparated`)
+  // 1000 × $2/M + 500 × $10/M = 0.007.
+  t.same(rows.split('\n'), [
+    'acme-early-1\t0\t0.000000000000',
+    'acme-early-1\t1\t0.007000000000',
+    'acme-early-2\t0\t0.000000000000',
+    'acme-early-2\t1\t0.007000000000',
+    'acme-early-3\t0\t0.000000000000',
+    'acme-early-3\t1\t0.007000000000',
+    'acme-late-1\t1\t0.007000000000',
+    'acme-late-2\t1\t0.007000000000',
+  ], 'an inserted record gets its new row once; a record repriced while queued is inserted at its new cost only')
+  const final = await sql(ch.url, `SELECT count(), uniqExact(id), toString(sum(cost)) FROM legacy.usage_records FINAL WHERE ${tx} LIKE 'acme-%'`)
+  t.equal(final, '5\t5\t0.035000000000', 'read FINAL, each record counts once, at its new cost')
+  const got = await contents(ch.url, 'legacy')
+  t.equal(got.ids, acked.length, 'every acknowledged record is there')
+  t.equal(got.rows, acked.length + 3, 'and nothing else: one row per record, and one more per record repriced after its insert')
   await m.stop()
 })

@@ -277,3 +277,45 @@ t.test('a table of the previous build, and records repriced after they were queu
   t.equal(got.rows, acked.length + 3, 'and nothing else: one row per record, and one more per record repriced after its insert')
   await m.stop()
 })
+
+t.test('a record ClickHouse refuses for good goes to the dead letters; the records around and after it arrive', async (t) => {
+  const ch = await startClickHouse()
+  t.teardown(async () => {
+    await ch.stop()
+    ch.remove()
+  })
+  await unmerged(ch.url, 'refused')
+  // A long flush interval: the records posted below are inserted together, the refused one among them.
+  const m = await startMeterd(t, { config: config(ch.url, 'refused', { batch_size: 100, flush_interval_ms: 500 }) })
+  const key = await m.key()
+  const acked: string[] = []
+  await post(t, m.url, key, 2, 20, acked)
+  // A client's totalCost of $10^30 is valid JSON, stored and counted by meterd; ClickHouse's
+  // Decimal128(12) holds 26 digits before the point and refuses it ("Decimal value is too big").
+  const huge = completion({ totalCost: 1e30 })
+  const around = [completion(), completion(), huge, completion(), completion()]
+  const res = await call(`${m.url}/meter/v2/ai/completions`, { key, body: around })
+  t.equal(res.status, 201, 'meterd stores the record')
+  acked.push(...around.filter((b) => b !== huge).map((b) => b.transactionId as string))
+  await post(t, m.url, key, 2, 20, acked)
+
+  await until('the queue to drain', async () => ((await metric(m.url, 'meterd_clickhouse_queue_records')) === 0 ? true : undefined))
+  const got = await contents(ch.url, 'refused')
+  t.equal(got.rows, acked.length, `the ${acked.length} other records are in ClickHouse`)
+  t.same([...got.tx.keys()].sort(), [...acked].sort(), 'every acknowledged record but the refused one, once')
+  t.equal(await metric(m.url, 'meterd_clickhouse_dead_letter_records'), 1, 'one record in the dead letters')
+
+  const dead = [...m.service.store.db('clickhouse-dead:clickhouse').getRange({})]
+  t.equal(dead.length, 1, 'the dead-letter database in the data directory holds it')
+  const letter = dead[0].value as { line: string; status: number; error: string }
+  // The line's last column is the record's JSON (TabSeparated: its backslashes doubled).
+  const record = JSON.parse(letter.line.trimEnd().split('\t').at(-1)!.replace(/\\\\/g, '\\'))
+  t.equal(record.body.transactionId, huge.transactionId, 'the refused record')
+  t.equal(dead[0].key, record.id, 'under its record id')
+  t.equal(letter.status, 69, "with ClickHouse's error code")
+  t.match(letter.error, /Decimal value is too big/, 'and its error')
+  t.ok(
+    m.logs.some((l) => l.includes('ClickHouse refused a record for good') && l.includes('Decimal value is too big')),
+    'the refusal is logged',
+  )
+})

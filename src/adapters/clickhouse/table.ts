@@ -1,4 +1,4 @@
-import { createClient, type ClickHouseClient } from '@clickhouse/client'
+import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client'
 import { Readable } from 'node:stream'
 import { formatUnits } from '../../domain/analytics/units.js'
 import { COLUMN_NAMES, COLUMNS } from './row.js'
@@ -106,7 +106,8 @@ export function tableOf(t: ClickHouseTarget): string {
 }
 
 export function clientOf(t: ClickHouseTarget): ClickHouseClient {
-  return createClient({ url: t.endpoint, username: t.username, password: t.password, request_timeout: t.timeoutMs, max_open_connections: 4 })
+  // The client's own log (to the console) is off: the exporter and the analytics reader log failures through meterd's logger.
+  return createClient({ url: t.endpoint, username: t.username, password: t.password, request_timeout: t.timeoutMs, max_open_connections: 4, log: { level: ClickHouseLogLevel.OFF } })
 }
 
 /** An identifier as ClickHouse reads it (the config's database and table names). */

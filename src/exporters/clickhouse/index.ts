@@ -48,8 +48,11 @@ interface Entry {
  * means it is queued — and a sender inserts the oldest rows in batches, retrying with backoff
  * until ClickHouse acknowledges. Exactly once: an insert whose outcome is unknown (it failed,
  * timed out, or the process stopped before the queue recorded the acknowledgement) is
- * followed by a look-up of which of its records the table already holds, and only the others
- * are inserted again.
+ * followed by a look-up of which of its rows (record and version) the table already holds,
+ * and only the others are inserted again. A record repriced later gets a new row, a higher
+ * version, queued by `meterd reprice` (queue.ts). Rows ClickHouse refuses for good (the data
+ * itself: table.ts refusal) are found by halving the batch and move to the dead letters; the
+ * rest go on.
  */
 export class ClickHouseExporter implements ConsumingComponent {
   readonly consumers

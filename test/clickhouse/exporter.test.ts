@@ -318,4 +318,12 @@ t.test('a record ClickHouse refuses for good goes to the dead letters; the recor
     m.logs.some((l) => l.includes('ClickHouse refused a record for good') && l.includes('Decimal value is too big')),
     'the refusal is logged',
   )
+
+  // Not a refusal: a table dropped under the exporter is created again, and nothing is dead-lettered.
+  await sql(ch.url, 'DROP TABLE refused.usage_records')
+  const after: string[] = []
+  await post(t, m.url, key, 1, 10, after)
+  await until('the records after the drop', async () => ((await contents(ch.url, 'refused')).rows === after.length ? true : undefined))
+  t.same([...(await contents(ch.url, 'refused')).tx.keys()].sort(), after.sort(), 'the table was created again and holds the new records')
+  t.equal(await metric(m.url, 'meterd_clickhouse_dead_letter_records'), 1, 'still one dead letter')
 })

@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto'
+import { isoAt } from '../../core/iso-time.js'
 import { attributionFields, keptAttributes } from './attribution.js'
 import { restCounts, type CacheCounting, type ReportedUsage } from './tokens.js'
 import { ItemRejected, type AttributeView } from './view.js'
@@ -44,24 +45,8 @@ export function nanosToMs(nanos: string): number {
   return Number(nanos.slice(0, -6)) + Number(nanos.slice(-6)) / 1e6
 }
 
-/** The last second formatted, `YYYY-MM-DDTHH:MM:SS.`: a record's times mostly share their second. */
-let isoSecond = NaN
-let isoPrefix = ''
-
-/** Milliseconds since the epoch → `Date#toISOString()`, formatting each second once (Date's own formatter is costly). */
-export function iso(ms: number): string {
-  const t = Math.floor(ms)
-  if (!(Math.abs(t) <= 8.64e15)) return new Date(t).toISOString() // NaN, out of range: Date's RangeError
-  const second = Math.floor(t / 1000)
-  if (second !== isoSecond) {
-    // toISOString throws a RangeError on NaN and out-of-range times, as before; every form ends with `.mmmZ`.
-    const full = new Date(second * 1000).toISOString()
-    isoPrefix = full.slice(0, -4)
-    isoSecond = second
-  }
-  const milli = t - second * 1000
-  return isoPrefix + (milli < 10 ? '00' : milli < 100 ? '0' : '') + milli + 'Z'
-}
+/** Milliseconds since the epoch (the sub-millisecond part dropped) → `Date#toISOString()` text, without Date's costly formatter. */
+export const iso = (ms: number): string => isoAt(Math.floor(ms))
 
 /** Provider finish reasons → the REST stopReason (the mapping REST clients use, wire-contract §1.4). */
 const STOP: Record<string, string> = {

@@ -222,8 +222,8 @@ header(`otlp-cpu: ${SPANS} spans per export (10 GenAI) under callgrind, ${EXPORT
 const meterdConfig = async (spawn, grpcPort) =>
   spawnMeterd({
     ...spawn,
-    config: { extensions: { ratelimit: { limits: { metering: 1_000_000 } } } },
-    env: { METERD_OTLP_GRPC_ENDPOINT: grpcPort ? `127.0.0.1:${grpcPort}` : '', METERD_OTLP_HTTP_ENDPOINT: '' },
+    // The own OTLP/HTTP listener off in the config (an empty METERD_OTLP_HTTP_ENDPOINT means its default, 4318).
+    config: { extensions: { ratelimit: { limits: { metering: 1_000_000 } } }, receivers: { otlp: { grpc: { endpoint: grpcPort ? `127.0.0.1:${grpcPort}` : '' }, http: { endpoint: '' } } } },
   })
 for (const transport of ['http', 'grpc']) {
   if (ONLY && ONLY !== transport) continue

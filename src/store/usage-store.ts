@@ -2,6 +2,7 @@ import type { Database } from 'lmdb'
 import type { BatchContext, StoredResponse } from '../core/consumer.js'
 import { USAGE_KINDS, type UsageKind, type UsageRecord } from '../model/usage-record.js'
 import { ReplayTaken, type DedupStore } from '../ports/dedup.js'
+import { usageRecordCodec } from './record-codec.js'
 import type { Store } from './store.js'
 import { migrateToTeamLayout } from './usage-layout.js'
 
@@ -80,7 +81,8 @@ export class UsageStore implements DedupStore {
   readonly replay: Database<IdempotencyEntry, IndexKey>
 
   constructor(private readonly store: Store) {
-    this.records = store.db<string, UsageRecord>('usage-records', { sharedStructures: true })
+    // Records in a fixed layout around the msgpack body (record-codec.ts); older ones decode as before.
+    this.records = store.db<string, UsageRecord>('usage-records', { sharedStructures: true, codec: usageRecordCodec })
     this.index = store.db<IndexKey, null>('usage-index')
     this.dedup = store.db<IndexKey, DedupEntry>('usage-dedup', { sharedStructures: true })
     this.replay = store.db<IndexKey, IdempotencyEntry>('usage-idempotency', { sharedStructures: true })

@@ -117,7 +117,7 @@ export function usageRecordCodec(Base: ValueEncoderClass): ValueEncoderClass {
     override decode(bytes: Uint8Array, options?: unknown): unknown {
       if (bytes[0] !== MARK) return super.decode(bytes, options)
       const end = typeof options === 'number' && options > -1 ? options : ((options as { end?: number } | undefined)?.end ?? bytes.length)
-      return decodeRecord(bytes, end, (from, to) => super.decode(bytes.subarray(from, to)))
+      return decodeRecord(bytes, end, (part) => super.decode(part))
     }
   }
 }
@@ -182,26 +182,38 @@ function encodeRecord(encoder: ValueEncoder, msgpack: Msgpack, r: UsageRecord, m
   return mode & RESET_BUFFER_MODE ? scratch.subarray(0, pos) : Buffer.from(scratch.subarray(0, pos))
 }
 
-function decodeRecord(bytes: Uint8Array, end: number, msgpack: (from: number, to: number) => unknown): UsageRecord {
+function decodeRecord(bytes: Uint8Array, end: number, msgpack: (bytes: Uint8Array) => unknown): UsageRecord {
   const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   if (b[1] !== FORMAT) throw new Error(`a usage record in layout ${b[1]}, which this build of meterd does not read`)
   const flags = b[2]
   let at = 3
-  const length = (): number => {
+  const length = (from: Uint8Array): number => {
     let n = 0
     let shift = 0
     for (;;) {
-      const byte = b[at++]
+      const byte = from[at++]
       n += (byte & 0x7f) * 2 ** shift
       if (byte < 0x80) return n
       shift += 7
     }
   }
   const lengths: number[] = new Array(22)
-  for (let i = 0; i < 22; i++) lengths[i] = length()
-  const metaBytes = length()
+  for (let i = 0; i < 22; i++) lengths[i] = length(b)
+  const metaBytes = length(b)
   const meta = b.toString('utf8', at, at + metaBytes)
   at += metaBytes
+  // The msgpack parts are copied first: lmdb-js reads into one shared buffer, and a decode that
+  // meets a structure this process has not loaded yet reads the structures into that buffer,
+  // over the bytes still to decode (the first read of a record in a fresh process).
+  const rest = Uint8Array.prototype.slice.call(b, at, end)
+  at = 0
+  let cost: Cost | undefined
+  if (flags & HAS_COST) {
+    const n = length(rest)
+    cost = msgpack(rest.subarray(at, at + n)) as Cost
+    at += n
+  }
+  const body = msgpack(rest.subarray(at))
   let next = 0
   let field = 0
   const str = (): string => meta.slice(next, (next += lengths[field++]))
@@ -225,13 +237,6 @@ function decodeRecord(bytes: Uint8Array, end: number, msgpack: (from: number, to
     environment: str(),
     region: str(),
   }
-  let cost: Cost | undefined
-  if (flags & HAS_COST) {
-    const n = length()
-    cost = msgpack(at, at + n) as Cost
-    at += n
-  }
-  const body = msgpack(at, end)
   // The field order of a record as the ingest path builds it (and as earlier builds stored it).
   const r = { id, kind, body, eventTime, receivedAt, caller, attribution, attributed: (flags & ATTRIBUTED) !== 0 } as UsageRecord
   if (cost !== undefined) r.cost = cost

@@ -3,9 +3,12 @@
  * usage layout 3): every field reads back as it was written, and a data directory written by an
  * earlier build (records in plain msgpack, usage layout 2) opens with its records readable.
  */
+import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { open } from 'lmdb'
 import t from 'tap'
+import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import type { UsageRecord } from '../../src/model/usage-record.js'
 import { Store } from '../../src/store/store.js'
 import { USAGE_LAYOUT } from '../../src/store/usage-layout.js'
@@ -103,4 +106,26 @@ t.test('a data directory of usage layout 2 (records in msgpack) opens with every
     'old and new records side by side, in one range read',
   )
   await store.close()
+})
+
+t.test('a new process reads records in the fixed layout, the first read loading the shared structures', async (t) => {
+  // The first record a process decodes makes msgpack load the database's shared structures
+  // (lmdb-js reads them into the buffer the record's bytes are in): the body must survive it.
+  const dir = tempDir('meterd-record-layout-fresh-')
+  t.teardown(() => removeDir(dir))
+  const path = join(dir, 'data')
+  const store = new Store({ path })
+  const written = [record('01FRESH1', { cost: { currency: 'USD', total: '0', parts: {}, source: 'unpriced', note: 'unknown_model' } }), record('01FRESH2')]
+  await store.durable(store.root.transaction(() => written.forEach((r) => store.usage.records.put(r.id, r))))
+  await store.close()
+  const storeModule = pathToFileURL(join(PACKAGE_ROOT, 'dist', 'src', 'store', 'store.js')).href
+  const read = (id: string) =>
+    JSON.parse(
+      execFileSync(
+        process.execPath,
+        ['--input-type=module', '-e', `const { Store } = await import(${JSON.stringify(storeModule)}); const s = new Store({ path: ${JSON.stringify(path)} }); process.stdout.write(JSON.stringify(s.usage.get(${JSON.stringify(id)}))); await s.close()`],
+        { encoding: 'utf8' },
+      ),
+    )
+  for (const r of written) t.same(read(r.id), r, `${r.id} read by a fresh process (the compiled daemon's Store)`)
 })

@@ -122,6 +122,48 @@ export function usageRecordCodec(Base: ValueEncoderClass): ValueEncoderClass {
   }
 }
 
+/**
+ * The usage-dedup database's encoder: an entry `{ id, at }` (the record's id and when it was
+ * stored) as 0xc1, 1, `at` as a little-endian double, then the id's UTF-8 bytes to the end,
+ * instead of msgpack's generic record path (about 5,000 instructions per entry under callgrind).
+ * Entries written by earlier builds (msgpack) and anything of another shape decode and encode as
+ * msgpack, as in usageRecordCodec.
+ */
+export function dedupEntryCodec(Base: ValueEncoderClass): ValueEncoderClass {
+  return class DedupEntryEncoder extends Base {
+    constructor(options: object) {
+      super(options)
+      const msgpack = this.encode
+      this.encode = (value: unknown, mode?: number): Uint8Array => (isDedupEntry(value) ? encodeDedup(value, mode ?? 0) : msgpack.call(this, value, mode))
+    }
+
+    override decode(bytes: Uint8Array, options?: unknown): unknown {
+      if (bytes[0] !== MARK) return super.decode(bytes, options)
+      const end = typeof options === 'number' && options > -1 ? options : ((options as { end?: number } | undefined)?.end ?? bytes.length)
+      const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+      if (b[1] !== FORMAT) throw new Error(`a dedup entry in layout ${b[1]}, which this build of meterd does not read`)
+      return { id: b.toString('utf8', 10, end), at: b.readDoubleLE(2) }
+    }
+  }
+}
+
+function isDedupEntry(v: any): v is { id: string; at: number } {
+  if (v === null || typeof v !== 'object' || typeof v.id !== 'string' || typeof v.at !== 'number') return false
+  let n = 0
+  for (const _ in v) n++
+  return n === 2
+}
+
+function encodeDedup(e: { id: string; at: number }, mode: number): Uint8Array {
+  pos = 0
+  room(10 + 3 * e.id.length)
+  scratch[0] = MARK
+  scratch[1] = FORMAT
+  scratch.writeDoubleLE(e.at, 2)
+  pos = 10 + scratch.write(e.id, 10, 'utf8')
+  return mode & RESET_BUFFER_MODE ? scratch.subarray(0, pos) : Buffer.from(scratch.subarray(0, pos))
+}
+
 type Msgpack = (this: ValueEncoder, value: unknown, mode?: number) => Uint8Array
 
 function encodeRecord(encoder: ValueEncoder, msgpack: Msgpack, r: UsageRecord, mode: number): Uint8Array {

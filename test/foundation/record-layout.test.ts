@@ -73,6 +73,27 @@ t.test('a record in the fixed layout reads back field for field, whatever its te
   await again.close()
 })
 
+t.test('a dedup entry is stored in its fixed layout and reads back, as earlier ones do', async (t) => {
+  const dir = tempDir('meterd-dedup-layout-')
+  t.teardown(() => removeDir(dir))
+  const store = new Store({ path: join(dir, 'data') })
+  const entry = { id: '01JDENTRY0000000000000000A', at: 1_764_000_000_123 }
+  const odd = { id: '01JDODD', at: 5, note: 'x' }
+  await store.durable(
+    store.root.transaction(() => {
+      store.usage.dedup.put(['team-a', 'completion', 'tx-1'], entry)
+      store.usage.dedup.put(['team-a', 'completion', 'tx-odd'], odd as unknown as { id: string; at: number })
+    }),
+  )
+  t.equal(store.usage.dedup.getBinary(['team-a', 'completion', 'tx-1'])?.[0], 0xc1, 'in the fixed layout')
+  t.same(store.usage.dedup.get(['team-a', 'completion', 'tx-1']), entry, 'reads back')
+  t.equal(store.usage.findDuplicate('team-a', 'completion', 'tx-1', 1000, entry.at + 999), entry.id, 'and dedups within its window')
+  t.equal(store.usage.findDuplicate('team-a', 'completion', 'tx-1', 1000, entry.at + 1000), undefined, 'not after it')
+  t.not(store.usage.dedup.getBinary(['team-a', 'completion', 'tx-odd'])?.[0], 0xc1, 'another shape stays in msgpack')
+  t.same(store.usage.dedup.get(['team-a', 'completion', 'tx-odd']), odd)
+  await store.close()
+})
+
 t.test('a data directory of usage layout 2 (records in msgpack) opens with every record readable', async (t) => {
   const dir = tempDir('meterd-record-layout-v2-')
   t.teardown(() => removeDir(dir))

@@ -225,7 +225,7 @@ export class Service implements Host {
       path: '/metrics',
       bucket: null,
       scope: null,
-      // With several workers, the supervisor sums every worker's registry (prom-client's AggregatorRegistry).
+      // With several workers, the supervisor combines the ready workers' registries (prom-client's AggregatorRegistry.aggregate).
       handler: async () => ({ status: 200, text: await this.metricsText(), contentType: this.registry.contentType }),
     })
   }

@@ -233,7 +233,10 @@ t.test('dedup, idempotency, tools, tiers, analytics, webhooks and metrics hold a
     for (let i = 0; i < 600 && (workerPids(d).length < 2 || workerPids(d).includes(victim)); i++) await sleep(50)
     if (!t.equal(workerPids(d).length, 2, 'a new worker took its place')) t.comment(d.stdout.join('').slice(-3000))
     t.notOk(workerPids(d).includes(victim))
-    const list = await send(d.url, `${API}/sources/metrics/ai/completions?size=1000`)
+    const list = await send(d.url, `${API}/sources/metrics/ai/completions?size=1000`).catch((err) => {
+      t.comment(d.stdout.join('').slice(-5000))
+      throw err
+    })
     const stored = new Set(list.body._embedded.aICompletionMetricResourceList.map((r: any) => r.id))
     t.ok(acked.every((id) => stored.has(id)), `all ${acked.length} acknowledged records are stored`)
     // The client retries what failed; dedup makes that safe.

@@ -73,9 +73,24 @@ function writePath(obj: Obj, parts: readonly string[], value: unknown): void {
   let o = obj
   for (let i = 0; i < parts.length - 1; i++) {
     const next = o[parts[i]]
-    o = isObj(next) ? next : (o[parts[i]] = {}) as Obj
+    o = isObj(next) ? next : (put(o, parts[i], {}) as Obj)
   }
-  o[parts[parts.length - 1]] = value
+  put(o, parts[parts.length - 1], value)
+}
+
+/**
+ * Sets `o[key]` and returns the value. A key the object lacks is defined rather than assigned:
+ * V8 adds a property by assignment with a computed key (`o[key] = v`, and Reflect.set,
+ * Object.assign) as a "keyed" store, and turns the object into a slow dictionary when it already
+ * holds more than a dozen properties outside the object itself — as every copy made by
+ * withoutKey() does. A record body in dictionary mode costs every later reader: the store's
+ * encoding of one took three times as long (test/bench/routing.bench.js). A definition is a
+ * named store, which keeps the object fast up to 128 such properties.
+ */
+function put(o: Obj, key: string, value: unknown): unknown {
+  if (Object.hasOwn(o, key)) o[key] = value
+  else Object.defineProperty(o, key, { value, writable: true, enumerable: true, configurable: true })
+  return value
 }
 
 /**
@@ -139,7 +154,7 @@ function flatKeyField<T>(container: Container<T>, key: string): Field<T> {
     get: (item) => present(read(container.get(item))),
     set: (item, v) => {
       const c = container.get(item)
-      if (c && !container.shared) c[key] = v
+      if (c && !container.shared) put(c, key, v)
       else container.put(item, { ...c, [key]: v })
     },
     remove: (item) => {

@@ -89,9 +89,16 @@ function writePath(obj: Obj, parts: readonly string[], value: unknown): void {
  */
 function put(o: Obj, key: string, value: unknown): unknown {
   if (Object.hasOwn(o, key)) o[key] = value
-  else Object.defineProperty(o, key, { value, writable: true, enumerable: true, configurable: true })
+  else {
+    NEW_PROPERTY.value = value
+    Object.defineProperty(o, key, NEW_PROPERTY)
+    NEW_PROPERTY.value = undefined
+  }
   return value
 }
+
+/** The descriptor of put()'s new properties (reused: defineProperty reads it and keeps nothing). */
+const NEW_PROPERTY: PropertyDescriptor = { value: undefined, writable: true, enumerable: true, configurable: true }
 
 /**
  * `obj` without the value at `parts`. The object that held the key is copied without it rather

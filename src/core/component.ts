@@ -8,6 +8,7 @@ import type { HttpServer } from '../transport/http/server.js'
 import type { Store } from '../store/store.js'
 import type { ConfigIssue, MeterdConfig, ServerConfig } from './config/schema.js'
 import type { SharedState } from '../ports/shared.js'
+import type { UsageRecords } from '../ports/usage.js'
 import type { ClusterBus } from './cluster/bus.js'
 
 export type Kind = 'receiver' | 'processor' | 'exporter' | 'connector' | 'extension'
@@ -35,6 +36,8 @@ export interface Component {
 /** What a running component can reach. */
 export interface Host {
   readonly store: Store
+  /** The usage records (src/ports/usage.ts): what stores and reads them goes through this, not `store`. */
+  readonly usage: UsageRecords
   readonly http: HttpServer
   /** Admission for every transport: the apikeys and ratelimit extensions plug in here. */
   readonly admission: Admission

@@ -8,6 +8,7 @@ import { Admission } from '../transport/admission/index.js'
 import { HttpServer } from '../transport/http/server.js'
 import { Store } from '../store/store.js'
 import type { SharedState } from '../ports/shared.js'
+import type { UsageRecords } from '../ports/usage.js'
 import type { Component, Host, Kind } from './component.js'
 import type { MeterdConfig, ServerConfig } from './config/schema.js'
 import { DOC_PATH } from './errors.js'
@@ -37,6 +38,7 @@ export class Service implements Host {
   readonly logger: Logger
   readonly registry: Registry
   readonly store: Store
+  readonly usage: UsageRecords
   readonly http: HttpServer
   readonly admission = new Admission()
   readonly server: ServerConfig
@@ -74,6 +76,7 @@ export class Service implements Host {
     } catch (err) {
       throw dataDirFailure(err, storage.path)
     }
+    this.usage = this.store.usage
     const writeFailures = new Counter({ name: 'meterd_store_write_failures_total', help: 'Writes whose LMDB commit failed (a full disk, an I/O error); nothing of them was stored', registers: [this.registry] })
     const store = this.store
     new Gauge({

@@ -1,6 +1,6 @@
 import type { BatchContext, StoredResponse } from '../core/consumer.js'
 import { ApiError } from '../core/errors.js'
-import type { UsageKind } from '../model/usage-record.js'
+import type { UsageKind, UsageRecord } from '../model/usage-record.js'
 
 /**
  * What ingest (src/domain/ingest) reads of the usage store to deduplicate, per team. The LMDB
@@ -46,6 +46,16 @@ export interface SharedDedup {
   commitTransaction(team: string, kind: UsageKind, transactionId: string, id: string, windowMs: number): Promise<void>
   /** The request failed: the claim goes (only if it is still this one's). */
   releaseTransaction(team: string, kind: UsageKind, transactionId: string, id: string): Promise<void>
+  /**
+   * Inside the request's write unit (a step of the lmdb exporter): notes the records whose
+   * claims become dedup entries once they are committed, in the same transaction, so that a
+   * claim its replica could not turn into the entry (Redis failed at that moment, or the replica
+   * died between its commit and its answer) is turned later — at the next try, or when the
+   * replica starts again — instead of expiring and letting a retry store the record twice.
+   */
+  noteInTransaction(records: UsageRecord[], windowMs: number, skip: ReadonlyMap<string, string>): void
+  /** Turns the noted claims that are still pending into dedup entries, now and every few seconds (one process per data directory). */
+  settleNoted(): void
   claimKey(team: string, key: string, bodyHash: string, owner: string): Promise<KeyClaim>
   commitKey(team: string, key: string, bodyHash: string, owner: string, response: StoredResponse, ttlMs: number): Promise<void>
   releaseKey(team: string, key: string, owner: string): Promise<void>

@@ -1,7 +1,8 @@
 import type { SharedDedup } from './dedup.js'
 import type { DeliveryClaims } from './deliveries.js'
+import type { AlertMeasures, Leadership } from './leader.js'
 import type { SharedTables } from './tables.js'
-import type { TierQuantities } from './tiers.js'
+import type { SharedTierQuantities } from './tiers.js'
 
 /**
  * What replicas of a gateway cluster share (docs/deployment.md, Gateway). Standalone and sidecar
@@ -10,8 +11,13 @@ import type { TierQuantities } from './tiers.js'
  */
 export interface SharedState {
   readonly dedup: SharedDedup
-  readonly tiers: TierQuantities
+  readonly tiers: SharedTierQuantities
   readonly tables: SharedTables
   readonly deliveries: DeliveryClaims
+  readonly alertMeasures: AlertMeasures
+  /** This replica (this process) among those sharing the state. */
+  readonly replica: string
+  /** The cluster's leader lease; this process competes for it from the first call (a replica's worker leader calls it). */
+  lead(): Leadership
   close(): Promise<void>
 }

@@ -12,6 +12,12 @@ export interface SharedTable {
  * milliseconds, with a periodic resync as a safety net.
  */
 export interface SharedTables {
+  /**
+   * Resolves when the shared store answers; rejects with `sharedStateUnavailable()` (503 +
+   * Retry-After) when it cannot be reached. A write of a table calls it before its local commit,
+   * so a change is refused rather than kept by one replica alone while Redis is down.
+   */
+  writable(): Promise<void>
   /** Mirrors the tables now (Redis → LMDB, rows only this replica has → Redis) and follows changes from then on. */
   attach(tables: SharedTable[]): Promise<void>
   /** Rows of `db` this replica just wrote (the current LMDB value; absent = removed) go to the others. */

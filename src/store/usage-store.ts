@@ -1,7 +1,8 @@
-import type { Database } from 'lmdb'
+import type { Database, Transaction } from 'lmdb'
 import type { BatchContext, StoredResponse } from '../core/consumer.js'
 import { USAGE_KINDS, type UsageKind, type UsageRecord } from '../model/usage-record.js'
-import { ReplayTaken, type DedupStore } from '../ports/dedup.js'
+import { ReplayTaken } from '../ports/dedup.js'
+import type { ListQuery, ListResult, RecordSnapshot, UsageRecords, WriteOptions } from '../ports/usage.js'
 import type { Store } from './store.js'
 import { migrateToTeamLayout } from './usage-layout.js'
 
@@ -16,31 +17,7 @@ export interface IdempotencyEntry {
   at: number
 }
 
-export interface ListQuery {
-  team: string
-  kind: UsageKind
-  transactionId?: string
-  traceId?: string
-  toolId?: string
-  /** Inclusive ISO lower bound on event time. */
-  from?: string
-  /** Exclusive ISO upper bound on event time. */
-  to?: string
-  page: number
-  size: number
-}
-
-export interface WriteOptions {
-  dedupWindowMs: number
-  now: number
-  /** The Idempotency-Key replay entry; its response is rendered with the ids this write kept. */
-  idempotency?: { team: string; key: string; bodyHash: string; at: number; response: (duplicates: ReadonlyMap<string, string>) => StoredResponse }
-}
-
-export interface ListResult {
-  records: UsageRecord[]
-  total: number
-}
+export type { ListQuery, ListResult, WriteOptions } from '../ports/usage.js'
 
 // Index keys are arrays, which lmdb-js orders element by element:
 //   ['t', team, kind, eventTime, id]        a team's records by time
@@ -73,7 +50,7 @@ const HIGH = '\uffff'
  * put on a random page of its B-tree: one such put per record instead of two is a quarter
  * fewer pages written per commit (docs/performance.md).
  */
-export class UsageStore implements DedupStore {
+export class UsageStore implements UsageRecords {
   readonly records: Database<UsageRecord, string>
   readonly index: Database<null, IndexKey>
   readonly dedup: Database<DedupEntry, IndexKey>
@@ -222,6 +199,36 @@ export class UsageStore implements DedupStore {
     }
   }
 
+  /** A team's records of one kind stored unpriced, newest first, event time in [from, to). */
+  *unpriced(team: string, kind: UsageKind, from?: string, to?: string): IterableIterator<UsageRecord> {
+    for (const key of this.index.getKeys({ start: ['u', team, kind, to ?? HIGH], end: ['u', team, kind, from ?? LOW], reverse: true })) {
+      if (to !== undefined && key[3] === to) continue
+      const r = this.records.get(key[4] as string)
+      if (r) yield r
+    }
+  }
+
+  unpricedCount(): number {
+    return this.index.getKeysCount({ start: UNPRICED_START, end: UNPRICED_END })
+  }
+
+  *unpricedIds(): IterableIterator<string> {
+    for (const key of this.index.getKeys({ start: UNPRICED_START, end: UNPRICED_END })) yield key[key.length - 1] as string
+  }
+
+  snapshot(): RecordSnapshot {
+    return new LmdbSnapshot(this.store.root.useReadTransaction(), this.records)
+  }
+
+  *scan(after: string | undefined, limit: number, snapshot?: RecordSnapshot): IterableIterator<UsageRecord> {
+    const transaction = snapshot instanceof LmdbSnapshot ? snapshot.txn : undefined
+    for (const { key, value } of this.records.getRange({ start: after, limit: after === undefined ? limit : limit + 1, transaction })) {
+      // Not a record: lmdb-js keeps the msgpack shared structures in the same database.
+      if (typeof key !== 'string' || key === after) continue
+      yield value
+    }
+  }
+
   /**
    * Drops Idempotency-Key replay entries older than their window; returns how many went.
    * Dedup entries stay: they are the transactionId index too, and their window is checked by time.
@@ -234,6 +241,25 @@ export class UsageStore implements DedupStore {
       }
     })
     return n
+  }
+}
+
+// The index of records stored unpriced, every team: ['u', team, kind, eventTime, id].
+const UNPRICED_START: IndexKey = ['u']
+const UNPRICED_END: IndexKey = ['u', HIGH]
+
+class LmdbSnapshot implements RecordSnapshot {
+  private open = true
+
+  constructor(readonly txn: Transaction, private readonly records: Database<UsageRecord, string>) {}
+
+  has(id: string): boolean {
+    return this.records.get(id, { transaction: this.txn }) !== undefined
+  }
+
+  release(): void {
+    if (this.open) this.txn.done()
+    this.open = false
   }
 }
 

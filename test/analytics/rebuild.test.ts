@@ -51,7 +51,7 @@ t.test('records arriving while the stored ones are read back are each counted on
     { id: 'analytics', logger: pino({ level: 'silent' }), metrics: componentMetrics(new Registry(), 'exporter', 'analytics'), registry: new Registry() },
     { query_api: false, max_buckets: 2000, reprice_poll_ms: 1000 },
   )
-  await exporter.start({ store, cluster: LOCAL, now: () => Date.now() } as unknown as Host)
+  await exporter.start({ store, usage: store.usage, cluster: LOCAL, now: () => Date.now() } as unknown as Host)
   t.teardown(() => exporter.shutdown())
   t.notOk(exporter.ready, 'still reading')
 

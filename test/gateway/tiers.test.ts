@@ -81,4 +81,38 @@ if (!haveRedis) {
     await t.rejects(q.apply([charge], 0), { status: 503, code: 'shared_state_unavailable' })
     t.equal(failures, 1, 'the failure is counted')
   })
+
+  t.test('giving back: exact when nobody moved the aggregate since; otherwise this request\'s own COUNT/SUM/AVERAGE share', async (t) => {
+    const server = await startRedis()
+    t.teardown(() => server.stop())
+    const connections = [0, 1].map(() => new Redis(server.url))
+    t.teardown(() => connections.forEach((c) => c.disconnect()))
+    const outage = new Outage(pino({ level: 'silent' }), server.url, { inc() {} })
+    const [one, two] = connections.map((c) => new RedisTierQuantities(c, 'gb:', outage))
+    const read = async (scope: string[], el: PricingElement): Promise<Aggregate> =>
+      JSON.parse((await connections[0].hget(`gb:agg:${JSON.stringify([...scope, el.name])}`, 'a'))!) as Aggregate
+    const charge = (scope: string[], i: number, units: number): ToolCharge => ({ recordId: `r${i}`, scope, elements: ELEMENTS, usageMetadata: { units, peak: units * 10, users: `u${i}`, latency: units } })
+
+    // Alone: a request of two events on one scope, given back, leaves the aggregates where it found them.
+    const alone = ['alone']
+    await one.apply([charge(alone, 0, 5)], 0)
+    const before = await Promise.all(ELEMENTS.map((el) => read(alone, el)))
+    const counted = await one.count([charge(alone, 1, 7), charge(alone, 2, 9)], 0)
+    await counted.giveBack()
+    t.same(await Promise.all(ELEMENTS.map((el) => read(alone, el))), before, 'every aggregate is back where the request found it')
+    t.equal(await connections[0].sismember(`gb:aggd:${JSON.stringify([...alone, 'users'])}`, 'u1'), 0, "the request's DISTINCT value left the set")
+    const again = await one.apply([charge(alone, 1, 7), charge(alone, 2, 9)], 0)
+    t.same(again, counted.applied, 'the retry costs what the failed attempt was priced')
+
+    // Another replica moved the scope meanwhile: only this request's contribution goes.
+    const shared = ['shared']
+    const failing = await one.count([charge(shared, 0, 7)], 0)
+    await two.apply([charge(shared, 1, 2)], 0)
+    await failing.giveBack()
+    const units = await read(shared, ELEMENTS[0])
+    t.equal(units.sum, '2', 'SUM: the other event only (its 2 units)')
+    t.equal(units.n, 1, 'COUNT: one event')
+    t.equal(units.nv, 1)
+    t.equal((await read(shared, ELEMENTS[4])).sum, '2', 'AVERAGE: the other event only')
+  })
 }

@@ -36,6 +36,7 @@ export async function genaiHarness(t: { teardown(fn: () => unknown): void }): Pr
   const registry = new ToolRegistry(store, [{ team: '*', spec: parseToolSpec({ toolId: 'web-search', name: 'Web search', toolType: 'REST_API' }) }])
   const host = {
     store,
+    usage: store.usage,
     now: () => NOW,
     extensions: () => new Map([['tools', { registry, start: async () => {}, shutdown: async () => {} }]]),
   } as unknown as Host

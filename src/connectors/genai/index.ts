@@ -86,7 +86,7 @@ export class GenaiConnector implements ConsumingComponent {
     this.host = host
     // Records from OTLP are deduplicated like REST ones, by transactionId per team and kind,
     // sharing the in-flight table of every receiver on this store (src/domain/ingest).
-    this.ingest = new Ingest(host.store.usage, this.usage, {
+    this.ingest = new Ingest(host.usage, this.usage, {
       receiver: this.settings.id,
       dedupWindowMs: this.dedupWindowMs,
       idempotencyTtlMs: 0,

@@ -27,6 +27,12 @@ export const SharedStateSchema = Type.Object(
           exclusiveMinimum: 0,
           description: 'Every this often each replica re-reads keys, tools, export configurations and alert rules from Redis (a safety net behind pub/sub)',
         }),
+        leader_lease_seconds: Type.Number({
+          default: 5,
+          minimum: 0.3,
+          description:
+            'The lease that elects the one replica evaluating alert rules for the cluster: renewed every third of it; when its holder dies another replica takes over within 4/3 of it',
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -3,7 +3,8 @@ import { newId } from '../../core/ids.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import type { WebhookEvent } from '../webhooks/model.js'
 import type { Decimal } from '../pricing/money.js'
-import { judge, matchesFilters, measure, windowsOf, type Window } from './measure.js'
+import type { AlertMeasures, Leadership } from '../../ports/leader.js'
+import { judge, matchesFilters, measureSummary, mergeSummaries, summarize, windowsOf, type Summary, type Window } from './measure.js'
 import type { AlertEvent, AlertEventKind, AlertRule, AlertState } from './model.js'
 import type { AlertStore } from './store.js'
 
@@ -28,6 +29,29 @@ export interface EvaluatorDeps {
   logger: Logger
   /** Counted per change of state. */
   onTransition?: (kind: AlertEventKind) => void
+  /**
+   * Gateway cluster: every replica measures its own records and publishes the summaries; the
+   * replica holding the lease judges each rule on the merge of them all, so a rule fires once
+   * for the cluster, on the cluster's records.
+   */
+  cluster?: ClusterEvaluation
+}
+
+export interface ClusterEvaluation {
+  replica: string
+  leadership: Leadership
+  measures: AlertMeasures
+  /** How long a replica's published measurement counts (a few evaluation intervals: a dead replica's goes). */
+  freshMs: number
+}
+
+/** What one replica published for a rule. */
+interface Measured {
+  at: number
+  /** The current window's start (a calendar period's must match the leader's). */
+  from: number
+  current: Summary
+  previous?: Summary
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -43,6 +67,7 @@ export class AlertEvaluator {
   /** The latest measurement of each rule. */
   private readonly live = new Map<string, AlertState>()
   private running?: Promise<number>
+  private leading = false
 
   constructor(private readonly d: EvaluatorDeps) {}
 
@@ -68,6 +93,13 @@ export class AlertEvaluator {
 
   private async pass(): Promise<number> {
     const now = this.d.now()
+    const cluster = this.d.cluster
+    if (cluster) {
+      const leading = cluster.leadership.leader
+      // A replica that (again) leads starts from the shared state, not from what it measured before.
+      if (leading !== this.leading) this.live.clear()
+      this.leading = leading
+    }
     // Rules of one team over one window read the records once per pass.
     const read = new Map<string, UsageRecord[]>()
     const recordsIn = (team: string, w: Window): UsageRecord[] => {
@@ -94,8 +126,17 @@ export class AlertEvaluator {
 
   private async evaluateRule(rule: AlertRule, now: number, recordsIn: (team: string, w: Window) => UsageRecord[]): Promise<boolean> {
     const windows = windowsOf(rule, now)
-    const value = (w: Window): Decimal | null => measure(rule.metricType, recordsIn(rule.team, w).filter((r) => matchesFilters(r, rule.filters)), w)
-    const verdict = judge(rule, value(windows.current), windows.previous ? value(windows.previous) : undefined)
+    const summary = (w: Window): Summary => summarize(rule.metricType, recordsIn(rule.team, w).filter((r) => matchesFilters(r, rule.filters)))
+    let current = summary(windows.current)
+    let previous = windows.previous ? summary(windows.previous) : undefined
+    const cluster = this.d.cluster
+    if (cluster) {
+      const merged = await this.merged(cluster, rule, now, { at: now, from: windows.current.from, current, previous })
+      if (!merged) return false
+      ;({ current, previous } = merged)
+    }
+    const value = (s: Summary | undefined, w: Window | undefined): Decimal | null | undefined => (s && w ? measureSummary(rule.metricType, s, w) : undefined)
+    const verdict = judge(rule, value(current, windows.current)!, value(previous, windows.previous))
     const before = this.state(rule)
     const next: AlertState = {
       ...before,
@@ -149,10 +190,33 @@ export class AlertEvaluator {
       this.d.store.recordInTransaction(rule.id, next, entry)
       return this.d.notifier?.inTransaction(rule, event)
     })
+    // Gateway cluster: the other replicas learn the rule's state (a new leader goes on from it).
+    if (cluster) await this.d.store.shareState(rule.id, entry)
     this.live.set(rule.id, next)
     this.d.onTransition?.(kind)
     this.d.logger.info({ ruleId: rule.id, event: kind, value: next.currentValue, threshold: rule.threshold }, kind === 'alert.triggered' ? 'alert triggered' : 'alert resolved')
     await after?.().catch((err) => this.d.logger.warn({ err, ruleId: rule.id }, 'alert delivery kick failed'))
     return true
+  }
+
+  /**
+   * Publishes this replica's measurement; on the leader, resolves with the merge of every
+   * replica's fresh one, elsewhere (or when the shared store cannot be reached) with undefined:
+   * nothing is judged.
+   */
+  private async merged(cluster: ClusterEvaluation, rule: AlertRule, now: number, mine: Measured): Promise<{ current: Summary; previous?: Summary } | undefined> {
+    let all: Measured[]
+    try {
+      await cluster.measures.publish(rule.id, cluster.replica, JSON.stringify(mine), cluster.freshMs)
+      if (!cluster.leadership.leader) return undefined
+      all = (await cluster.measures.gather(rule.id)).map((v) => JSON.parse(v) as Measured)
+    } catch {
+      return undefined // counted and logged once per outage by the shared state
+    }
+    const fresh = all.filter((m) => now - m.at <= cluster.freshMs && (rule.alertType !== 'CUMULATIVE_USAGE' || m.from === mine.from))
+    return {
+      current: mergeSummaries(fresh.map((m) => m.current)),
+      previous: mine.previous && mergeSummaries(fresh.flatMap((m) => (m.previous ? [m.previous] : []))),
+    }
   }
 }

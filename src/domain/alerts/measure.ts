@@ -139,59 +139,119 @@ export function nearestRank(sorted: readonly number[], p: number): number {
  * empty set (a cost per transaction, rate or percentile of nothing).
  */
 export function measure(metric: MetricType, records: readonly UsageRecord[], window: Window): Decimal | null {
-  const v = raw(metric, records, window)
+  return measureSummary(metric, summarize(metric, records), window)
+}
+
+/**
+ * What a metric needs of a set of records, in a form that adds up: a gateway cluster's replicas
+ * each summarize their own records and the leader merges the summaries (mergeSummaries), then
+ * measures the whole as if it held every record. Only what the metric uses is filled.
+ */
+export interface Summary {
+  /** Records. */
+  n: number
+  /** Their cost, an exact decimal string. */
+  cost: string
+  tokens: { input: number; output: number; total: number }
+  errors: number
+  /** TRACE_COST: cost per traceId. */
+  traces?: Record<string, string>
+  /** LATENCY_P95: the completions' durations. */
+  durations?: number[]
+}
+
+export function summarize(metric: MetricType, records: readonly UsageRecord[]): Summary {
+  let cost = ZERO
+  const tk = { input: 0, output: 0, total: 0 }
+  let errors = 0
+  for (const r of records) {
+    if (r.cost) cost = cost.plus(r.cost.total)
+    const t = tokens(r)
+    tk.input += t.input
+    tk.output += t.output
+    tk.total += t.total
+    if (isError(r)) errors++
+  }
+  const s: Summary = { n: records.length, cost: cost.toFixed(), tokens: tk, errors }
+  if (metric === 'TRACE_COST') {
+    // Records sharing a traceId, completions and tool events together.
+    const byTrace = new Map<string, Decimal>()
+    for (const r of records) {
+      const t = r.attribution.traceId
+      if (t) byTrace.set(t, (byTrace.get(t) ?? ZERO).plus(r.cost?.total ?? 0))
+    }
+    s.traces = {}
+    for (const [t, c] of byTrace) s.traces[t] = c.toFixed()
+  }
+  if (metric === 'LATENCY_P95') s.durations = records.filter((r) => r.kind === 'completion').map((r) => num(r.body.requestDuration))
+  return s
+}
+
+/** The summary of the union of the records the summaries stand for (a trace spread over replicas adds up). */
+export function mergeSummaries(list: readonly Summary[]): Summary {
+  let cost = ZERO
+  const out: Summary = { n: 0, cost: '0', tokens: { input: 0, output: 0, total: 0 }, errors: 0 }
+  let traces: Map<string, Decimal> | undefined
+  for (const s of list) {
+    out.n += s.n
+    cost = cost.plus(s.cost)
+    out.tokens.input += s.tokens.input
+    out.tokens.output += s.tokens.output
+    out.tokens.total += s.tokens.total
+    out.errors += s.errors
+    if (s.traces) {
+      traces ??= new Map()
+      for (const [t, c] of Object.entries(s.traces)) traces.set(t, (traces.get(t) ?? ZERO).plus(c))
+    }
+    if (s.durations) (out.durations ??= []).push(...s.durations)
+  }
+  out.cost = cost.toFixed()
+  if (traces) {
+    out.traces = {}
+    for (const [t, c] of traces) out.traces[t] = c.toFixed()
+  }
+  return out
+}
+
+/** measure() of the records a summary stands for. */
+export function measureSummary(metric: MetricType, s: Summary, window: Window): Decimal | null {
+  const v = raw(metric, s, window)
   // Quotients are rounded like stored money (half-even, SCALE places), so values and events read cleanly.
   return v === null ? null : round(v)
 }
 
-function raw(metric: MetricType, records: readonly UsageRecord[], window: Window): Decimal | null {
+function raw(metric: MetricType, s: Summary, window: Window): Decimal | null {
   const minutes = new Decimal(Math.max(window.to - window.from, 1)).div(60_000)
   switch (metric) {
     case 'TOTAL_COST':
-      return costOf(records)
+      return new Decimal(s.cost)
     case 'COST_PER_TRANSACTION':
-      return records.length === 0 ? null : costOf(records).div(records.length)
+      return s.n === 0 ? null : new Decimal(s.cost).div(s.n)
     case 'TOKEN_COUNT':
+      return new Decimal(s.tokens.total)
     case 'INPUT_TOKENS':
-    case 'OUTPUT_TOKENS': {
-      const field = metric === 'TOKEN_COUNT' ? 'total' : metric === 'INPUT_TOKENS' ? 'input' : 'output'
-      let n = 0
-      for (const r of records) n += tokens(r)[field]
-      return new Decimal(n)
-    }
-    case 'TOKENS_PER_MINUTE': {
-      let n = 0
-      for (const r of records) n += tokens(r).total
-      return new Decimal(n).div(minutes)
-    }
+      return new Decimal(s.tokens.input)
+    case 'OUTPUT_TOKENS':
+      return new Decimal(s.tokens.output)
+    case 'TOKENS_PER_MINUTE':
+      return new Decimal(s.tokens.total).div(minutes)
     case 'REQUESTS_PER_MINUTE':
-      return new Decimal(records.length).div(minutes)
+      return new Decimal(s.n).div(minutes)
     case 'ERROR_COUNT':
-      return new Decimal(records.filter(isError).length)
+      return new Decimal(s.errors)
     case 'ERROR_RATE':
-      return records.length === 0 ? null : new Decimal(records.filter(isError).length).mul(100).div(records.length)
+      return s.n === 0 ? null : new Decimal(s.errors).mul(100).div(s.n)
     case 'TRACE_COST': {
-      // The costliest trace in the window (records sharing a traceId, completions and tool events together).
-      const byTrace = new Map<string, Decimal>()
-      for (const r of records) {
-        const t = r.attribution.traceId
-        if (t) byTrace.set(t, (byTrace.get(t) ?? ZERO).plus(r.cost?.total ?? 0))
-      }
+      // The costliest trace in the window.
       let max: Decimal | null = null
-      for (const c of byTrace.values()) if (max === null || c.gt(max)) max = c
+      for (const c of Object.values(s.traces ?? {})) if (max === null || new Decimal(c).gt(max)) max = new Decimal(c)
       return max
     }
     case 'LATENCY_P95': {
-      const durations = records.filter((r) => r.kind === 'completion').map((r) => num(r.body.requestDuration)).sort((a, b) => a - b)
+      const durations = [...(s.durations ?? [])].sort((a, b) => a - b)
       return durations.length === 0 ? null : new Decimal(nearestRank(durations, 95))
     }
   }
-}
-
-function costOf(records: readonly UsageRecord[]): Decimal {
-  let sum = ZERO
-  for (const r of records) if (r.cost) sum = sum.plus(r.cost.total)
-  return sum
 }
 
 /** How a measurement compares with the rule: the value shown (and sent in events) and whether the rule's condition holds. */

@@ -14,6 +14,8 @@ function shortId(): string {
 
 type EventKey = [string, number, string]
 
+const eventKey = (ruleId: string, e: AlertEvent): EventKey => [ruleId, Date.parse(e.at), e.id]
+
 /**
  * Alert rules, their firing state and their history in LMDB. A state change and its history
  * entry are written in the same transaction as the webhook deliveries that announce it
@@ -42,10 +44,24 @@ export class AlertStore {
     for (const { value } of this.rules.getRange({})) this.byId.set(value.id, value)
   }
 
-  /** Gateway cluster: rules are shared with the other replicas (their state and history stay per replica). */
+  /**
+   * Gateway cluster: rules are shared with the other replicas, and so are their state and
+   * history, which the replica leading the cluster writes (AlertEvaluator): the next leader goes
+   * on from them.
+   */
   async share(tables: SharedTables): Promise<void> {
     this.shared = tables
-    await tables.attach([{ db: 'alert-rules', changed: () => this.reload() }])
+    await tables.attach([
+      { db: 'alert-rules', changed: () => this.reload() },
+      { db: 'alert-state', changed: () => {} },
+      { db: 'alert-events', changed: () => {} },
+    ])
+  }
+
+  /** A state change (and its history entry) the leader committed, to the other replicas. */
+  async shareState(ruleId: string, event?: AlertEvent): Promise<void> {
+    await this.shared?.wrote('alert-state', [ruleId])
+    if (event) await this.shared?.wrote('alert-events', [eventKey(ruleId, event)])
   }
 
   /** A new rule id, unused so far. */
@@ -79,6 +95,7 @@ export class AlertStore {
   }
 
   async put(rule: AlertRule): Promise<void> {
+    await this.shared?.writable()
     await this.store.durable(this.rules.put(rule.id, rule))
     this.byId.set(rule.id, rule)
     await this.shared?.wrote('alert-rules', [rule.id])
@@ -87,26 +104,34 @@ export class AlertStore {
 
   /** Removes a rule with its state and history. */
   async remove(rule: AlertRule): Promise<void> {
+    await this.shared?.writable()
+    const events: EventKey[] = []
     await this.store.durable(
       this.store.root.transaction(() => {
         this.rules.remove(rule.id)
         this.states.remove(rule.id)
-        for (const key of this.events.getKeys({ start: [rule.id, 0, ''], end: [rule.id, Number.MAX_SAFE_INTEGER, '\uffff'] })) this.events.remove(key)
+        for (const key of this.events.getKeys({ start: [rule.id, 0, ''], end: [rule.id, Number.MAX_SAFE_INTEGER, '\uffff'] })) {
+          this.events.remove(key)
+          events.push(key)
+        }
       }),
     )
     this.byId.delete(rule.id)
     await this.shared?.wrote('alert-rules', [rule.id])
+    await this.shared?.wrote('alert-state', [rule.id])
+    if (events.length) await this.shared?.wrote('alert-events', events)
     this.onChange?.()
   }
 
   /** Inside a write transaction: the rule's new state, and the history entry of the event that changed it. */
   recordInTransaction(ruleId: string, state: AlertState, event?: AlertEvent): void {
     this.states.put(ruleId, state)
-    if (event) this.events.put([ruleId, Date.parse(event.at), event.id], event)
+    if (event) this.events.put(eventKey(ruleId, event), event)
   }
 
   async setState(ruleId: string, state: AlertState): Promise<void> {
     await this.store.durable(this.states.put(ruleId, state))
+    await this.shared?.wrote('alert-state', [ruleId])
   }
 
   /** A rule's history, newest first. */

@@ -150,6 +150,7 @@ export class ToolRegistry {
     const tool: Tool = { ...spec, id: newId(now), team, configSource: 'DATABASE', created: at, updated: at, revision: 1 }
     if (this.declaration(team, spec.toolId)) throw duplicate(spec.toolId)
     let ok = false
+    await this.shared?.writable()
     await this.written(
       this.tools.transaction(() => {
         if (this.ids.get([team, spec.toolId]) !== undefined) return
@@ -186,6 +187,7 @@ export class ToolRegistry {
       revision: current.revision + 1,
     }
     let clash = false
+    await this.shared?.writable()
     await this.written(
       this.tools.transaction(() => {
         const owner = this.ids.get([team, spec.toolId])
@@ -207,6 +209,7 @@ export class ToolRegistry {
     if (!current) throw notFound(`no tool with id ${id}`, 'id')
     if (current.configSource !== 'DATABASE') throw declaredInConfig(current.toolId)
     const gone: Tool = { ...current, deleted: new Date(now).toISOString(), updated: new Date(now).toISOString(), revision: current.revision + 1 }
+    await this.shared?.writable()
     await this.written(
       this.tools.transaction(() => {
         this.tools.put([team, id], gone)
@@ -225,6 +228,7 @@ export class ToolRegistry {
     const back: Tool = { ...rest, updated: new Date(now).toISOString(), revision: current.revision + 1 }
     if (this.declaration(team, current.toolId)) throw duplicate(current.toolId)
     let clash = false
+    await this.shared?.writable()
     await this.written(
       this.tools.transaction(() => {
         if (this.ids.get([team, current.toolId]) !== undefined) return void (clash = true)

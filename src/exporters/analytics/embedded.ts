@@ -28,7 +28,7 @@ export function embeddedReader(host: Host, index: AnalyticsIndex): AnalyticsRead
 function traceRecords(host: Host, team: string, traceId: string, kind: UsageKind): UsageRecord[] {
   const out: UsageRecord[] = []
   for (let page = 0; ; page++) {
-    const { records, total } = host.store.usage.list({ team, kind, traceId, page, size: 1000 })
+    const { records, total } = host.usage.list({ team, kind, traceId, page, size: 1000 })
     out.push(...records)
     if (out.length >= total || records.length === 0) return out
   }

@@ -63,10 +63,10 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
     const logger = this.settings.logger
     if (this.config.backend !== 'clickhouse') {
       const peers = host.cluster.workers > 1
-      this.rebuild = new Rebuild(host.store, this.index, logger, peers)
+      this.rebuild = new Rebuild(host.usage, this.index, logger, peers)
       // Every worker answers the queries, so each adds what the others store too.
       if (peers) host.cluster.subscribe(`${this.settings.id}.records`, (ids) => this.fromPeers(ids as string[]))
-      this.watch = new RepriceWatch(host.store, this.index, logger)
+      this.watch = new RepriceWatch(host.usage, this.index, logger)
       this.rebuild.done.then(
         () => this.watch!.start(this.config.reprice_poll_ms),
         (err) => logger.error({ err }, 'analytics: reading the stored records failed; the analytics endpoints stay unavailable'),
@@ -183,7 +183,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
     const rebuild = this.rebuild!
     for (const id of ids) {
       if (!rebuild.fromPeer(id)) continue
-      const r = this.host!.store.usage.get(id)
+      const r = this.host!.usage.get(id)
       if (r === undefined) continue
       try {
         this.index.add(r)

@@ -1,7 +1,6 @@
-import type { Transaction } from 'lmdb'
 import type { Logger } from 'pino'
 import type { AnalyticsIndex } from '../../domain/analytics/index.js'
-import type { Store } from '../../store/store.js'
+import type { RecordSnapshot, UsageRecords } from '../../ports/usage.js'
 
 /** Where a record that arrived while the stored records were being read stands. */
 type Live = 'expected' | 'applied' | 'scanned'
@@ -33,16 +32,16 @@ export class Rebuild {
    * With other workers writing the same store, the scan reads one snapshot: a record they
    * commit is then either in it (the scan adds it) or not (their announcement does), never both.
    */
-  private snapshot?: Transaction
+  private snapshot?: RecordSnapshot
 
-  constructor(private readonly store: Store, private readonly index: AnalyticsIndex, private readonly logger: Logger, peers = false) {
-    if (peers) this.snapshot = store.root.useReadTransaction()
+  constructor(private readonly usage: UsageRecords, private readonly index: AnalyticsIndex, private readonly logger: Logger, peers = false) {
+    if (peers) this.snapshot = usage.snapshot()
     this.done = this.run()
   }
 
   /** A record another worker committed and announced: true when the caller must add it (the scan does not). */
   fromPeer(id: string): boolean {
-    return this.snapshot === undefined || this.store.usage.records.get(id, { transaction: this.snapshot }) === undefined
+    return this.snapshot === undefined || !this.snapshot.has(id)
   }
 
   /** A live record, before its commit. */
@@ -70,20 +69,18 @@ export class Rebuild {
   }
 
   private release(): void {
-    this.snapshot?.done()
+    this.snapshot?.release()
     this.snapshot = undefined
   }
 
   private async run(): Promise<void> {
     const started = Date.now()
-    const { records } = this.store.usage
     let after: string | undefined
     try {
       while (!this.stopped) {
         let last: string | undefined
-        for (const { key, value } of records.getRange({ start: after, limit: after === undefined ? CHUNK : CHUNK + 1, transaction: this.snapshot })) {
-          // Not a record: lmdb-js keeps the msgpack shared structures in the same database.
-          if (typeof key !== 'string' || key === after) continue
+        for (const value of this.usage.scan(after, CHUNK, this.snapshot)) {
+          const key = value.id
           last = key
           const state = this.live.get(key)
           if (state === 'applied') {

@@ -1,11 +1,6 @@
 import type { Logger } from 'pino'
 import type { AnalyticsIndex } from '../../domain/analytics/index.js'
-import type { Store } from '../../store/store.js'
-
-// The store's index of records stored unpriced: ['u', team, kind, eventTime, id]
-// (src/store/usage-store.ts); `meterd reprice` removes a record's entry when it prices it.
-const START = ['u']
-const END = ['u', '\uffff']
+import type { UsageRecords } from '../../ports/usage.js'
 
 /**
  * Follows `meterd reprice`, which prices records in another process: every `everyMs`, if the
@@ -18,7 +13,7 @@ export class RepriceWatch {
   private lastCount = -1
   private timer?: NodeJS.Timeout
 
-  constructor(private readonly store: Store, private readonly index: AnalyticsIndex, private readonly logger: Logger) {}
+  constructor(private readonly usage: UsageRecords, private readonly index: AnalyticsIndex, private readonly logger: Logger) {}
 
   start(everyMs: number): void {
     this.timer = setInterval(() => {
@@ -42,22 +37,19 @@ export class RepriceWatch {
       this.lastCount = -1
       return 0
     }
-    const { index, records } = this.store.usage
-    const count = index.getKeysCount({ start: START, end: END })
+    // The store's list of records stored unpriced: `meterd reprice` takes a record off it when it prices it.
+    const count = this.usage.unpricedCount()
     if (this.lastCount >= 0 && count === this.lastCount + added) {
       this.lastCount = count
       return 0
     }
     this.lastCount = count
     const still = new Set<string>()
-    for (const key of index.getKeys({ start: START, end: END })) {
-      const id = key[key.length - 1] as string
-      if (this.index.isUnpriced(id)) still.add(id)
-    }
+    for (const id of this.usage.unpricedIds()) if (this.index.isUnpriced(id)) still.add(id)
     let repriced = 0
     for (const id of [...this.index.unpricedIds()]) {
       if (still.has(id)) continue
-      const r = records.get(id)
+      const r = this.usage.get(id)
       if (r === undefined) this.index.forget(id)
       else if (r.cost?.source !== 'unpriced') {
         this.index.refresh(r)

@@ -34,8 +34,9 @@ export class LmdbExporter implements ConsumingComponent {
     const retention = this.config.retention_hours * 3_600_000
     // One worker sweeps the shared store.
     if (!host.cluster.leader) return
+    host.shared?.dedup.settleNoted()
     this.sweeper = setInterval(() => {
-      host.store.usage.sweep(host.now(), retention).catch((err) => this.settings.logger.warn({ err }, 'replay sweep failed'))
+      host.usage.sweep(host.now(), retention).catch((err) => this.settings.logger.warn({ err }, 'replay sweep failed'))
     }, this.config.dedup_sweep_minutes * 60_000)
     this.sweeper.unref()
   }
@@ -57,9 +58,14 @@ export class LmdbExporter implements ConsumingComponent {
     }
     // The records go in the request's write unit, after the steps of the processors before us.
     const unit = unitOf(batch, host.store)
+    const usage = host.usage
+    // Gateway cluster: the records' claims are noted with them, and settled even if this replica
+    // cannot turn them into dedup entries before it answers (src/ports/dedup.ts).
+    const shared = host.shared?.dedup
     unit.add(() => {
-      const kept = host.store.usage.writeInTransaction(batch.items, opts)
+      const kept = usage.writeInTransaction(batch.items, opts)
       if (kept.size > 0) batch.ctx.duplicates = kept
+      if (shared) shared.noteInTransaction(batch.items, opts.dedupWindowMs, kept)
     })
     try {
       await unit.commit()

@@ -16,7 +16,7 @@ const LIST_NAME: Record<UsageKind, string> = {
 function list(host: Host, ctx: RequestContext, kind: UsageKind) {
   const team = checkTeam(ctx)
   const { page, size } = paging(ctx)
-  const { records, total } = host.store.usage.list({
+  const { records, total } = host.usage.list({
     team,
     kind,
     transactionId: idParam(ctx, 'transactionId'),

@@ -40,9 +40,17 @@ export class AlertsExtension implements Component {
     const notifier = ext instanceof ExportConfigurations && ext.store && ext.engine ? new WebhookNotifier(ext.store, ext.engine, store) : undefined
     if (!notifier) this.settings.logger.warn({ extension: this.config.export_configurations }, 'no exportconfigs extension: alert events are recorded but not delivered')
     const transitions = sharedCounter(this.settings.registry, 'meterd_alert_events_total', 'Alert state changes, by event type', ['type'])
+    const intervalMs = this.config.evaluation_interval_seconds * 1000
+    // Gateway cluster: each replica's worker leader measures its records; the replica holding the
+    // cluster lease judges every rule on all of them (docs/deployment.md).
+    const cluster =
+      host.shared && host.cluster.leader
+        ? { replica: host.shared.replica, leadership: host.shared.lead(), measures: host.shared.alertMeasures, freshMs: Math.max(3 * intervalMs, 1000) }
+        : undefined
     this.evaluator = new AlertEvaluator({
+      cluster,
       store,
-      usage: host.store.usage,
+      usage: host.usage,
       notifier,
       now: () => host.now(),
       logger: this.settings.logger,
@@ -51,11 +59,12 @@ export class AlertsExtension implements Component {
     this.store = store
     mountAlertRoutes({ host, store, evaluator: this.evaluator, maxRulesPerTeam: this.config.max_rules_per_team, notifier })
     shareChanges(host.cluster, `${this.settings.id}.changed`, store, () => store.reload())
-    // Rules are evaluated by one worker (the leader), so each transition fires once.
+    // Rules are evaluated by one worker (the leader), so each transition fires once (and, in a
+    // gateway cluster, judged by one replica).
     if (!host.cluster.leader) return
     this.timer = setInterval(() => {
       this.evaluator!.evaluate().catch((err) => this.settings.logger.error({ err }, 'alert evaluation failed'))
-    }, this.config.evaluation_interval_seconds * 1000)
+    }, intervalMs)
     this.timer.unref()
   }
 

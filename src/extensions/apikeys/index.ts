@@ -33,7 +33,7 @@ export class ApiKeys implements Component, Authenticator {
     host.http.route(resolveKeyRoute)
     if (this.config.bootstrap && this.keys.isEmpty()) {
       const supplied = this.config.bootstrap_key ?? (process.env.METERD_BOOTSTRAP_API_KEY || undefined)
-      const { key, record } = await this.keys.create({ team: 'default', scopes: ['admin'], name: 'first admin key', key: supplied })
+      const { key, record } = await this.keys.create({ team: 'default', scopes: ['admin'], name: 'first admin key', key: supplied }, { bootstrap: true })
       if (supplied) {
         // The operator already has it (METERD_BOOTSTRAP_API_KEY or bootstrap_key): never echoed, stdout is often kept as logs.
         this.settings.logger.info({ keyId: record.id, team: record.team }, 'created the first admin key from the supplied bootstrap key (not printed)')

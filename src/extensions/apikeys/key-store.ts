@@ -118,7 +118,7 @@ export class KeyStore {
    * belongs to one account (docs/architecture.md, Identity): a key for a team already used under
    * another account is refused.
    */
-  async create(k: NewKey): Promise<{ key: string; record: ApiKeyRecord; account: AccountChoice }> {
+  async create(k: NewKey, opts: { bootstrap?: boolean } = {}): Promise<{ key: string; record: ApiKeyRecord; account: AccountChoice }> {
     const tenant = k.tenant ?? 'default'
     const environment = k.environment ?? 'production'
     for (const [what, v] of [['team', k.team], ['account', k.account], ['tenant', tenant], ['environment', environment]] as const)
@@ -138,6 +138,9 @@ export class KeyStore {
     }
     let choice: AccountChoice = k.account === undefined ? 'default' : 'given'
     const digest = hashKey(key)
+    // Gateway cluster: refused (503) while Redis is unreachable, not kept by this replica alone.
+    // The first admin key is made at start-up even so: every replica is given the same one.
+    if (!opts.bootstrap) await this.shared?.writable()
     await this.store.durable(
       this.byHash.transaction(() => {
         if (this.byHash.get(digest)) throw new Error('this key already exists')
@@ -190,6 +193,7 @@ export class KeyStore {
   /** Revokes by key id; false when there is no such key. */
   async revoke(id: string): Promise<boolean> {
     let digest: string | undefined
+    await this.shared?.writable()
     const found = await this.store.durable(
       this.byHash.transaction(() => {
         digest = this.ids.get(id)

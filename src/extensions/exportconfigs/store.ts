@@ -63,6 +63,12 @@ export class ExportConfigStore implements ConfigurationSource {
   }
 
   async put(c: ExportConfiguration): Promise<void> {
+    await this.shared?.writable()
+    await this.putRow(c)
+  }
+
+  /** The delivery engine's own change (disabling a failing endpoint) is made even while Redis is down. */
+  private async putRow(c: ExportConfiguration): Promise<void> {
     await this.store.durable(this.configs.put(c.id, c))
     this.index(c)
     await this.shared?.wrote('export_configurations', [c.id])
@@ -75,6 +81,7 @@ export class ExportConfigStore implements ConfigurationSource {
    */
   async create(c: ExportConfiguration, signed: boolean, now: number): Promise<string | undefined> {
     const secret = signed ? newSecret() : undefined
+    await this.shared?.writable()
     await this.store.durable(
       this.store.root.transaction(() => {
         this.configs.put(c.id, c)
@@ -89,6 +96,7 @@ export class ExportConfigStore implements ConfigurationSource {
   }
 
   async remove(c: ExportConfiguration): Promise<void> {
+    await this.shared?.writable()
     await this.store.durable(
       this.store.root.transaction(() => {
         this.configs.remove(c.id)
@@ -104,7 +112,7 @@ export class ExportConfigStore implements ConfigurationSource {
   async disable(id: string, reason: string): Promise<void> {
     const c = this.configs.get(id)
     if (!c || !c.enabled) return
-    await this.put({ ...c, enabled: false, disabledReason: reason, updatedAt: new Date().toISOString() })
+    await this.putRow({ ...c, enabled: false, disabledReason: reason, updatedAt: new Date().toISOString() })
   }
 
   signingState(id: string): SigningState | undefined {
@@ -172,6 +180,7 @@ export class ExportConfigStore implements ConfigurationSource {
     const state = this.live(this.signing.get(id), now)
     if (state?.current && !this.readable(state.current, id)) immediate = true
     const next = rotate(state, this.box.seal(secret, id), { immediate, now })
+    await this.shared?.writable()
     await this.store.durable(this.signing.put(id, next))
     await this.shared?.wrote('export_configuration_signing', [id])
     return secret
@@ -182,6 +191,7 @@ export class ExportConfigStore implements ConfigurationSource {
     const s = this.signing.get(id)
     if (enabled && !s?.current) return false
     if (s) {
+      await this.shared?.writable()
       await this.store.durable(this.signing.put(id, { ...s, enabled }))
       await this.shared?.wrote('export_configuration_signing', [id])
     }

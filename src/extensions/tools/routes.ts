@@ -31,13 +31,10 @@ function listUnpriced(host: Host, ctx: RequestContext): Reply {
   const from = timeParam(ctx, 'from')
   const to = timeParam(ctx, 'to')
   const toolId = idParam(ctx, 'toolId')
-  const { index, records } = host.store.usage
   const out: UsageRecord[] = []
   let total = 0
-  for (const key of index.getKeys({ start: ['u', team, 'tool', to ?? '\uffff'], end: ['u', team, 'tool', from ?? ''], reverse: true })) {
-    if (to !== undefined && key[3] === to) continue
-    const r = records.get(key[4] as string)
-    if (!r || r.kind !== 'tool' || (toolId !== undefined && r.body.toolId !== toolId)) continue
+  for (const r of host.usage.unpriced(team, 'tool', from, to)) {
+    if (r.kind !== 'tool' || (toolId !== undefined && r.body.toolId !== toolId)) continue
     if (total >= page * size && out.length < size) out.push(r)
     total++
   }

@@ -4,7 +4,8 @@ import { Type, type Static } from '@sinclair/typebox'
 import type { CreateSettings, Host, ProcessorFactory } from '../../core/component.js'
 import { unitOf, type Batch, type Consumer } from '../../core/consumer.js'
 import { PACKAGE_ROOT } from '../../core/paths.js'
-import { tally, type Tally } from '../../core/telemetry.js'
+import { sharedCounter, tally, type Tally } from '../../core/telemetry.js'
+import type { Counted } from '../../ports/tiers.js'
 import { ToolsExtension } from '../../extensions/tools/index.js'
 import { ToolRegistry } from '../../domain/tools/registry.js'
 import type { Tool } from '../../domain/tools/tool.js'
@@ -107,11 +108,13 @@ export class PricingProcessor implements Consumer {
   private readonly tools: ToolPricingOptions
   private readonly unpriced: Tally
   private readonly priced: Tally
+  private readonly givenBackFailed: { inc(): void }
 
   constructor(private readonly settings: CreateSettings, private readonly config: PricingConfig, private readonly next: Consumer) {
     this.tools = toolOptions(config)
     this.unpriced = tally(settings.registry, 'meterd_unpriced_records_total', 'Records stored without a price (unknown model or toolId)', ['kind', 'reason'])
     this.priced = tally(settings.registry, 'meterd_priced_records_total', 'Records by where their cost came from', ['kind', 'source'])
+    this.givenBackFailed = sharedCounter(settings.registry, 'meterd_tier_give_back_failures_total', 'Failed requests whose shared tier quantities could not be given back (gateway)', [])
   }
 
   async start(host: Host): Promise<void> {
@@ -149,11 +152,13 @@ export class PricingProcessor implements Consumer {
     if (charges && pending && this.host!.shared) {
       // Gateway cluster: the aggregates are shared in Redis and move before the record is stored
       // (docs/deployment.md). A failure to reach Redis fails the request (503), nothing priced twice.
-      const applied = await this.host!.shared.tiers.apply(charges, this.host!.now())
+      const counted = await this.host!.shared.tiers.count(charges, this.host!.now())
       pending.forEach(({ r, tool }, i) => {
-        r.cost = toolCost(r, tool, applied[i])
+        r.cost = toolCost(r, tool, counted.applied[i])
         this.count(r)
       })
+      this.settings.metrics.accepted(batch.items.length)
+      return this.storeOrGiveBack(batch, counted)
     } else if (charges && pending) {
       // The aggregates move in the request's write unit, in the same transaction as the record
       // (one commit, and never one without the other); the costs are known once the unit ran,
@@ -173,6 +178,30 @@ export class PricingProcessor implements Consumer {
     }
     this.settings.metrics.accepted(batch.items.length)
     return this.next.consume(batch)
+  }
+
+  /**
+   * Gateway cluster: the rest of the pipeline, and the request's write unit; when the records were
+   * not stored after all (the commit failed, an exporter refused before it), the quantities they
+   * counted are given back, so the period holds what was stored and the client's retry is priced
+   * as if this attempt never happened. Records that did commit keep their count, even when a later
+   * exporter fails the request: they are stored, and a retry finds them by transactionId.
+   */
+  private async storeOrGiveBack(batch: Batch<UsageRecord>, counted: Counted): Promise<void> {
+    try {
+      await this.next.consume(batch)
+      await batch.ctx.unit?.commit()
+    } catch (err) {
+      const unit = batch.ctx.unit
+      const stored = unit !== undefined && (await unit.commit().then(() => true, () => false))
+      if (!stored) {
+        await counted.giveBack().catch((e) => {
+          this.givenBackFailed.inc()
+          this.settings.logger.error({ err: e }, 'a failed request\'s tier quantities could not be given back: they stay counted in the period')
+        })
+      }
+      throw err
+    }
   }
 
   private count(r: UsageRecord): void {

@@ -37,7 +37,7 @@ export class MeteringReceiver implements Component {
   }
 
   async start(host: Host): Promise<void> {
-    this.ingest = new Ingest(host.store.usage, this.next, {
+    this.ingest = new Ingest(host.usage, this.next, {
       receiver: this.settings.id,
       dedupWindowMs: this.config.dedup_window_hours * HOUR,
       idempotencyTtlMs: this.config.idempotency_ttl_hours * HOUR,

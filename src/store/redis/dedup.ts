@@ -1,8 +1,12 @@
 import type { Redis } from 'ioredis'
+import type { Database } from 'lmdb'
+import type { Logger } from 'pino'
+import type { Counter } from 'prom-client'
 import type { StoredResponse } from '../../core/consumer.js'
 import { conflict } from '../../core/errors.js'
-import type { UsageKind } from '../../model/usage-record.js'
+import type { UsageKind, UsageRecord } from '../../model/usage-record.js'
 import type { KeyClaim, SharedDedup, TransactionClaim } from '../../ports/dedup.js'
+import type { Store } from '../store.js'
 import { sleep, type Outage } from './connection.js'
 
 /** SET NX PX; when taken, the holder's value. KEYS: the entry. ARGV: value, ttl (ms). */
@@ -16,6 +20,16 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1
 `
+/**
+ * A noted record's claim becomes its dedup entry when it is still its claim or gone (expired);
+ * returns the value found otherwise (the entry of a twin stored by another replica, or its claim).
+ * KEYS: the entry. ARGV: claim, final value, ttl (ms).
+ */
+const SETTLE = `
+local v = redis.call('GET', KEYS[1])
+if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return '' end
+return v
+`
 /** Deletes the entry when it still holds this claim. */
 const RELEASE = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -26,7 +40,23 @@ type Scripted = Redis & {
   meterdClaim(key: string, value: string, ttlMs: number): Promise<string | null>
   meterdCommit(key: string, claim: string, value: string, ttlMs: number): Promise<number>
   meterdRelease(key: string, claim: string): Promise<number>
+  meterdSettle(key: string, claim: string, value: string, ttlMs: number): Promise<string>
 }
+
+/** A committed record whose claim is not yet known to be its dedup entry: record id → this. */
+interface Noted {
+  team: string
+  kind: UsageKind
+  tx: string
+  /** The dedup window (the entry's ttl). */
+  w: number
+  at: number
+}
+
+/** How often noted claims left over are settled. */
+const SETTLE_EVERY_MS = 1000
+/** How long notes settled by their own request wait to be taken off together. */
+const FLUSH_AFTER_MS = 50
 
 /** How often a request waiting for another replica's claim looks again. */
 const POLL_MS = 20
@@ -39,13 +69,93 @@ const POLL_MS = 20
  */
 export class RedisDedup implements SharedDedup {
   private readonly redis: Scripted
+  /** Records committed whose claim is not yet their dedup entry (LMDB, written in their write unit). */
+  private readonly noted: Database<Noted, string>
+  private settler?: NodeJS.Timeout
+  private settling = false
+  /** Notes whose claims this process turned into entries: taken off in one transaction, a few ms later. */
+  private done: string[] = []
+  private flushTimer?: NodeJS.Timeout
 
-  constructor(redis: Redis, private readonly prefix: string, private readonly claimTtlMs: number, private readonly outage: Outage) {
+  constructor(
+    redis: Redis,
+    private readonly prefix: string,
+    private readonly claimTtlMs: number,
+    private readonly outage: Outage,
+    store: Store,
+    private readonly logger: Logger,
+    private readonly twins: Pick<Counter, 'inc'>,
+  ) {
     this.redis = redis as Scripted
+    this.noted = store.db<string, Noted>('shared-dedup-noted')
     if (!('meterdClaim' in redis)) {
       redis.defineCommand('meterdClaim', { numberOfKeys: 1, lua: CLAIM })
       redis.defineCommand('meterdCommit', { numberOfKeys: 1, lua: COMMIT })
       redis.defineCommand('meterdRelease', { numberOfKeys: 1, lua: RELEASE })
+      redis.defineCommand('meterdSettle', { numberOfKeys: 1, lua: SETTLE })
+    }
+  }
+
+  noteInTransaction(records: UsageRecord[], windowMs: number, skip: ReadonlyMap<string, string>): void {
+    if (windowMs <= 0) return
+    const at = Date.now()
+    for (const r of records) {
+      const tx = r.body.transactionId
+      if (typeof tx !== 'string' || tx === '' || skip.has(r.id)) continue
+      this.noted.put(r.id, { team: r.caller.team, kind: r.kind, tx, w: windowMs, at })
+    }
+  }
+
+  settleNoted(): void {
+    if (this.settler) return
+    void this.settle(0)
+    this.settler = setInterval(() => void this.settle(SETTLE_EVERY_MS), SETTLE_EVERY_MS)
+    this.settler.unref()
+  }
+
+  close(): void {
+    if (this.settler) clearInterval(this.settler)
+    this.flush()
+  }
+
+  /** Takes the settled notes off, one transaction for all of them. */
+  private flush(): void {
+    if (this.flushTimer) clearTimeout(this.flushTimer)
+    this.flushTimer = undefined
+    if (this.done.length === 0) return
+    const ids = this.done
+    this.done = []
+    this.noted.transaction(() => ids.forEach((id) => this.noted.remove(id))).catch(() => undefined) // left over: settled again later, a no-op
+  }
+
+  /** Settles the noted claims older than `minAgeMs` (younger ones are being settled by their request). */
+  private async settle(minAgeMs: number): Promise<void> {
+    if (this.settling) return
+    this.settling = true
+    try {
+      const now = Date.now()
+      const due: [string, Noted][] = []
+      for (const { key, value } of this.noted.getRange({})) if (now - value.at >= minAgeMs) due.push([key, value])
+      if (due.length === 0) return
+      // One pipeline of settles (auto-pipelined), then one transaction taking them off the notes.
+      const outcomes = await Promise.allSettled(due.map(([id, n]) => this.redis.meterdSettle(this.txKey(n.team, n.kind, n.tx), `p:${id}`, `d:${id}`, n.w)))
+      const settled: string[] = []
+      outcomes.forEach((o, i) => {
+        const [id, n] = due[i]
+        if (o.status === 'rejected') return this.outage.failed(o.reason) // Redis is away: the next round
+        settled.push(id)
+        if (o.value !== '' && o.value !== `d:${id}`) {
+          // The claim expired before it could be settled and a retry stored the record again elsewhere.
+          this.twins.inc()
+          this.logger.warn({ id, other: o.value.slice(2), transactionId: n.tx }, 'a record committed here whose answer was lost was stored again by another replica (its claim had expired)')
+        }
+      })
+      if (settled.length === due.length) this.outage.recovered()
+      if (settled.length) await this.noted.transaction(() => settled.forEach((id) => this.noted.remove(id)))
+    } catch (err) {
+      this.logger.warn({ err }, 'settling noted dedup claims failed; trying again')
+    } finally {
+      this.settling = false
     }
   }
 
@@ -68,6 +178,9 @@ export class RedisDedup implements SharedDedup {
 
   async commitTransaction(team: string, kind: UsageKind, tx: string, id: string, windowMs: number): Promise<void> {
     await this.outage.guard(() => this.redis.meterdCommit(this.txKey(team, kind, tx), `p:${id}`, `d:${id}`, windowMs))
+    // Settled: no longer noted.
+    this.done.push(id)
+    this.flushTimer ??= setTimeout(() => this.flush(), FLUSH_AFTER_MS)
   }
 
   async releaseTransaction(team: string, kind: UsageKind, tx: string, id: string): Promise<void> {

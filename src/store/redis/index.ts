@@ -1,5 +1,6 @@
+import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
-import type { Registry } from 'prom-client'
+import { Gauge, type Registry } from 'prom-client'
 import type { SharedStateConfig } from '../../core/config/schema.js'
 import { sharedCounter } from '../../core/telemetry.js'
 import type { SharedState } from '../../ports/shared.js'
@@ -7,6 +8,7 @@ import type { Store } from '../store.js'
 import { connect, Outage } from './connection.js'
 import { RedisDedup } from './dedup.js'
 import { RedisDeliveryClaims } from './deliveries.js'
+import { RedisAlertMeasures, RedisLeadership } from './leader.js'
 import { RedisTables } from './tables.js'
 import { RedisTierQuantities } from './tiers.js'
 
@@ -28,12 +30,35 @@ export async function openRedisSharedState(config: SharedStateConfig['redis'], s
   }
   const prefix = config.key_prefix
   const tables = new RedisTables(redis, sub, store, prefix, config.resync_seconds * 1000, outage, logger)
+  const replica = randomUUID()
+  const leadership = new RedisLeadership(redis, `${prefix}leader`, replica, config.leader_lease_seconds * 1000, outage, logger)
+  const gauge = (registry.getSingleMetric('meterd_cluster_leader') as Gauge | undefined) ??
+    new Gauge({ name: 'meterd_cluster_leader', help: '1 on the replica that holds the cluster lease (evaluates the alert rules), else 0', registers: [registry], aggregator: 'max' })
+  gauge.set(0)
+  let leading: NodeJS.Timeout | undefined
+  const twins = sharedCounter(registry, 'meterd_shared_dedup_twins_total', 'Records committed on this replica, unanswered, that a retry stored again on another after their claim expired', [])
+  twins.inc(0)
+  const dedup = new RedisDedup(redis, prefix, config.claim_ttl_seconds * 1000, outage, store, logger, twins)
   return {
-    dedup: new RedisDedup(redis, prefix, config.claim_ttl_seconds * 1000, outage),
+    replica,
+    alertMeasures: new RedisAlertMeasures(redis, prefix, outage),
+    lead() {
+      if (!leading) {
+        leadership.start()
+        // A gauge's collect() would be this one object's: set it as the lease moves instead.
+        leading = setInterval(() => gauge.set(leadership.leader ? 1 : 0), 100)
+        leading.unref()
+      }
+      return leadership
+    },
+    dedup,
     tiers: new RedisTierQuantities(redis, prefix, outage),
     tables,
     deliveries: new RedisDeliveryClaims(redis, prefix, outage),
     async close() {
+      if (leading) clearInterval(leading)
+      dedup.close()
+      await leadership.stop()
       await tables.close()
       for (const c of [sub, redis]) {
         try {

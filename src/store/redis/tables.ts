@@ -66,6 +66,10 @@ export class RedisTables implements SharedTables {
     }
   }
 
+  async writable(): Promise<void> {
+    await this.outage.guard(() => this.redis.ping())
+  }
+
   async wrote(db: string, keys: unknown[]): Promise<void> {
     const fields = keys.map((k) => JSON.stringify(k))
     try {
@@ -73,7 +77,8 @@ export class RedisTables implements SharedTables {
       await this.redis.publish(this.channel, JSON.stringify({ r: this.replica, db, k: fields }))
       this.outage.recovered()
     } catch (err) {
-      // Committed here already: the others get it at the first resync after Redis is back.
+      // Committed here already (Redis answered writable() a moment before and failed since):
+      // the others get it at the first resync after Redis is back.
       this.outage.failed(err)
       let d = this.dirty.get(db)
       if (!d) this.dirty.set(db, (d = new Set()))

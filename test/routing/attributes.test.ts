@@ -95,3 +95,19 @@ t.test('set and insert add a missing key; update leaves an absent one absent; de
   t.same(r.body.extra, { a: 'x' })
   t.same(keys.filter((k) => k.startsWith('f')), Object.keys(many).filter((k) => k !== 'f10'), 'the order of the others is kept')
 })
+
+t.test('delete removes the last field, a middle one and a nested one alike', async (t) => {
+  const body = { model: 'm', subscriber: { id: 'u-1', email: 'a@x.io' }, systemPrompt: 'be brief', outputResponse: 'ok', inputMessages: '[]' }
+  const [r] = (await apply(
+    [
+      { key: 'inputMessages', action: 'delete' }, // the newest field
+      { key: 'systemPrompt', action: 'delete' }, // one in the middle
+      { key: 'subscriber.email', action: 'delete' }, // the newest of a nested object
+      { key: 'outputResponse', action: 'delete' }, // newest again, after the copy
+    ],
+    [record(body)],
+  )) as UsageRecord[]
+  t.same(r.body, { model: 'm', subscriber: { id: 'u-1' } })
+  t.same(Object.keys(r.body), ['model', 'subscriber'])
+  t.equal(r.attribution.subscriberEmail, '', 'the normalised dimension goes with it')
+})

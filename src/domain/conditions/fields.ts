@@ -104,12 +104,20 @@ const NEW_PROPERTY: PropertyDescriptor = { value: undefined, writable: true, enu
  * `obj` without the value at `parts`. The object that held the key is copied without it rather
  * than changed with `delete`, which turns an object into a slow dictionary that every later
  * read, spread and encoding pays for; the objects above it get the copy in place of the
- * original. Returns `obj` itself when there was nothing to remove, or when only a nested object changed.
+ * original. The one exception is the object's newest key (its last, as a client's JSON listed
+ * it): V8 deletes that one by undoing the step that added it, and the object stays fast with no
+ * copy. Returns `obj` itself when there was nothing to remove, when that key was deleted in
+ * place, or when only a nested object changed. Only for objects no other item holds.
  */
 function withoutPath(obj: Obj, parts: readonly string[], i = 0): Obj {
   const key = parts[i]
   if (!Object.hasOwn(obj, key)) return obj
-  if (i === parts.length - 1) return withoutKey(obj, key)
+  if (i === parts.length - 1) {
+    const keys = Object.keys(obj)
+    if (keys[keys.length - 1] !== key) return withoutKey(obj, key)
+    delete obj[key]
+    return obj
+  }
   const child = obj[key]
   if (!isObj(child)) return obj
   const next = withoutPath(child, parts, i + 1)

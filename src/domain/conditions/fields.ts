@@ -79,16 +79,17 @@ function writePath(obj: Obj, parts: readonly string[], value: unknown): void {
 }
 
 /**
- * Sets `o[key]` and returns the value. A key the object lacks is defined rather than assigned:
- * V8 adds a property by assignment with a computed key (`o[key] = v`, and Reflect.set,
- * Object.assign) as a "keyed" store, and turns the object into a slow dictionary when it already
- * holds more than a dozen properties outside the object itself — as every copy made by
- * withoutKey() does. A record body in dictionary mode costs every later reader: the store's
- * encoding of one took three times as long (test/bench/routing.bench.js). A definition is a
- * named store, which keeps the object fast up to 128 such properties.
+ * Sets `o[key]` and returns the value. V8 adds a property by assignment with a computed key
+ * (`o[key] = v`, and Reflect.set, Object.assign) as a "keyed" store, and turns the object into a
+ * slow dictionary when it already holds more than a dozen properties outside the object itself —
+ * as every copy made by withoutKey() does (an object JSON.parse made holds its properties inside
+ * itself, and stays fast). A record body in dictionary mode costs every later reader: the store's
+ * encoding of one took three times as long (test/bench/routing.bench.js). So a key is added to
+ * such a copy by definition, a named store, which keeps the object fast up to 128 properties;
+ * to any other object by assignment, which costs a tenth of a definition.
  */
 function put(o: Obj, key: string, value: unknown): unknown {
-  if (Object.hasOwn(o, key)) o[key] = value
+  if (!COPIES.has(o) || Object.hasOwn(o, key)) o[key] = value
   else {
     NEW_PROPERTY.value = value
     Object.defineProperty(o, key, NEW_PROPERTY)
@@ -96,6 +97,9 @@ function put(o: Obj, key: string, value: unknown): unknown {
   }
   return value
 }
+
+/** The objects withoutKey() made (see put). */
+const COPIES = new WeakSet<object>()
 
 /** The descriptor of put()'s new properties (reused: defineProperty reads it and keeps nothing). */
 const NEW_PROPERTY: PropertyDescriptor = { value: undefined, writable: true, enumerable: true, configurable: true }
@@ -128,6 +132,7 @@ function withoutPath(obj: Obj, parts: readonly string[], i = 0): Obj {
 function withoutKey(obj: Obj, key: string): Obj {
   // Object rest: V8 copies in one step (a loop of assignments is ten times slower, delete five).
   const { [key]: _removed, ...rest } = obj
+  COPIES.add(rest)
   return rest
 }
 

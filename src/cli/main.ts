@@ -1,7 +1,6 @@
 import cluster from 'node:cluster'
 import { existsSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { AggregatorRegistry } from 'prom-client'
 import { stringify } from 'yaml'
 import { FACTORIES } from '../components.js'
 import { SECTION, componentType } from '../core/component.js'
@@ -156,11 +155,8 @@ async function run(files: string[]): Promise<number> {
   if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)
   const bus = cluster.isWorker ? new WorkerBus(workers, Number(process.env.METERD_WORKER_INDEX)) : undefined
   const telemetry = createTelemetry({ level: config.service.telemetry.logs.level, bindings: bus ? { worker: bus.index } : undefined })
-  if (bus) {
-    // prom-client answers the supervisor's metrics requests from this registry.
-    new AggregatorRegistry()
-    AggregatorRegistry.setRegistries([telemetry.registry])
-  }
+  // The supervisor combines every ready worker's registry for /metrics.
+  bus?.answer('metrics', () => telemetry.registry.getMetricsAsJSON())
   const service = new Service({ config, plan, telemetry, cluster: bus })
   // A failed commit (a full disk) is answered 503 and retried; lmdb-js's leftovers of it must not end the process.
   surviveCommitFailures((reason) => service.logger.debug({ err: reason }, 'a failed commit, already answered'))

@@ -8,6 +8,7 @@ import { USAGE_KINDS, type UsageKind } from '../model/usage-record.js'
 import { loadMediaPriceBook, loadPriceBook, schema as pricingSchema, toolOptions } from '../processors/pricing/index.js'
 import { reprice } from '../domain/pricing/reprice.js'
 import { Store } from '../store/store.js'
+import { queueRepriced } from '../exporters/clickhouse/queue.js'
 
 /**
  * `meterd reprice`: prices the records stored unpriced whose event time is in [from, to), with
@@ -51,6 +52,8 @@ async function repriceCommand(v: RepriceValues, configOrExit: (files: string[]) 
       team: v.team,
       dryRun: v['dry-run'],
       now: Date.now(),
+      // Records already in ClickHouse get their new row there too (docs/clickhouse.md).
+      onPriced: queueRepriced(store, Date.now),
     })
     if (v.json) process.stdout.write(JSON.stringify(result) + '\n')
     else

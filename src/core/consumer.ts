@@ -29,6 +29,12 @@ export interface BatchContext {
    * success): the receiver reports them to the client beside its own decoding rejections.
    */
   rejected?: ItemRejection[]
+  /**
+   * Set when the receiver handed over only the items its consumer reads (Consumer.spanInterest):
+   * `count` items were in the request, and batch item i was item `positions[i]` of them. The
+   * indexes in `rejected`, and a consumer's "every item refused", refer to those.
+   */
+  filtered?: { count: number; positions: readonly number[] }
 }
 
 /** An item refused alone: its index in the batch the refusing component received, and why. */
@@ -59,6 +65,18 @@ export interface Batch<T = UsageRecord> {
  */
 export interface Consumer<T = UsageRecord> {
   consume(batch: Batch<T>): Promise<void>
+  /** A traces consumer that reads only some spans says which; absent: it reads every span. */
+  readonly spanInterest?: SpanInterest
+}
+
+/**
+ * The spans a traces consumer reads: those carrying, on the span or on its resource, an
+ * attribute whose key starts with one of `attributePrefixes`. It passes every other span over
+ * without effect (no output, no refusal), so a receiver may leave those undecoded and hand over
+ * the rest with BatchContext.filtered.
+ */
+export interface SpanInterest {
+  attributePrefixes: readonly string[]
 }
 
 export interface ConsumerCapabilities {

@@ -1,4 +1,4 @@
-import type { Batch, Consumer } from './consumer.js'
+import type { Batch, Consumer, SpanInterest } from './consumer.js'
 import { FanoutError, type BranchOutcome } from './errors.js'
 
 export interface Branch {
@@ -16,6 +16,16 @@ export function fanout(branches: Branch[]): Consumer<any> {
   if (branches.length === 1) return branches[0].consumer
   const anyMutates = branches.some((b) => b.mutatesData)
   return {
+    // The spans some branch reads: all of them as soon as one branch reads every span.
+    get spanInterest(): SpanInterest | undefined {
+      const prefixes: string[] = []
+      for (const b of branches) {
+        const interest = b.consumer.spanInterest
+        if (!interest) return undefined
+        prefixes.push(...interest.attributePrefixes)
+      }
+      return { attributePrefixes: [...new Set(prefixes)] }
+    },
     async consume(batch: Batch<any>): Promise<void> {
       const results = await Promise.allSettled(
         branches.map((b, i) =>

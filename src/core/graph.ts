@@ -1,6 +1,6 @@
 import type { Component, ConsumingComponent, CreateSettings, Factory, Kind, SignalConsumers } from './component.js'
 import { SECTION, componentType, pipelineSignal } from './component.js'
-import type { Batch, Consumer, Signal } from './consumer.js'
+import type { Batch, Consumer, Signal, SpanInterest } from './consumer.js'
 import { SIGNALS } from './consumer.js'
 import { checkAgainst, type ConfigIssue, type MeterdConfig } from './config/schema.js'
 import { fanout, type Branch } from './fanout.js'
@@ -227,6 +227,10 @@ class Entry implements Consumer<any> {
   target?: Consumer<any>
   consume(batch: Batch<any>): Promise<void> {
     return this.target!.consume(batch)
+  }
+
+  get spanInterest(): SpanInterest | undefined {
+    return this.target?.spanInterest
   }
 }
 

@@ -4,6 +4,7 @@ import { randomFillSync } from 'node:crypto'
 // 48 bits of milliseconds, then 80 bits that are random at each new millisecond
 // and incremented within one, so ids from one process are strictly increasing).
 const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+const CODES = Uint8Array.from(ALPHABET, (c) => c.charCodeAt(0))
 
 let lastMs = -1
 const tail = new Uint8Array(10)
@@ -35,13 +36,16 @@ let timeText = ''
 function timePart(ms: number): string {
   if (ms !== timeMs) {
     timeMs = ms
-    const chars = new Array<string>(10)
-    let t = ms
-    for (let i = 9; i >= 0; i--) {
-      chars[i] = ALPHABET[t % 32]
-      t = Math.floor(t / 32)
-    }
-    timeText = chars.join('')
+    // 48 bits: the top 8 above 2^40 as two characters, the rest as eight (bit operations are 32-bit).
+    const hi = Math.floor(ms / 2 ** 40)
+    const lo = ms - hi * 2 ** 40
+    const l = Math.floor(lo / 2 ** 20)
+    const r = lo % 2 ** 20
+    timeText = String.fromCharCode(
+      CODES[hi >>> 5], CODES[hi & 31],
+      CODES[l >>> 15], CODES[(l >>> 10) & 31], CODES[(l >>> 5) & 31], CODES[l & 31],
+      CODES[r >>> 15], CODES[(r >>> 10) & 31], CODES[(r >>> 5) & 31], CODES[r & 31],
+    )
   }
   return timeText
 }
@@ -55,18 +59,13 @@ export function newId(now = Date.now()): string {
   } else {
     incrementTail()
   }
-  let out = timePart(lastMs)
-  // 80 bits → 16 base32 characters, 5 bits at a time.
-  let acc = 0
-  let bits = 0
-  for (let i = 0; i < tail.length; i++) {
-    acc = (acc << 8) | tail[i]
-    bits += 8
-    while (bits >= 5) {
-      bits -= 5
-      out += ALPHABET[(acc >>> bits) & 31]
-    }
-    acc &= (1 << bits) - 1
-  }
-  return out
+  // 80 bits → 16 base32 characters: each 5 bytes are 8 characters. One string built at once,
+  // not sixteen concatenations.
+  const t = tail
+  return timePart(lastMs) + String.fromCharCode(
+    CODES[t[0] >>> 3], CODES[((t[0] & 7) << 2) | (t[1] >>> 6)], CODES[(t[1] >>> 1) & 31], CODES[((t[1] & 1) << 4) | (t[2] >>> 4)],
+    CODES[((t[2] & 15) << 1) | (t[3] >>> 7)], CODES[(t[3] >>> 2) & 31], CODES[((t[3] & 3) << 3) | (t[4] >>> 5)], CODES[t[4] & 31],
+    CODES[t[5] >>> 3], CODES[((t[5] & 7) << 2) | (t[6] >>> 6)], CODES[(t[6] >>> 1) & 31], CODES[((t[6] & 1) << 4) | (t[7] >>> 4)],
+    CODES[((t[7] & 15) << 1) | (t[8] >>> 7)], CODES[(t[8] >>> 2) & 31], CODES[((t[8] & 3) << 3) | (t[9] >>> 5)], CODES[t[9] & 31],
+  )
 }

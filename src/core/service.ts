@@ -11,7 +11,7 @@ import type { SharedState } from '../ports/shared.js'
 import type { UsageRecords } from '../ports/usage.js'
 import type { Component, Host, Kind } from './component.js'
 import type { MeterdConfig, ServerConfig } from './config/schema.js'
-import { DOC_PATH } from './errors.js'
+import { ApiError, DOC_PATH } from './errors.js'
 import { PACKAGE_ROOT } from './paths.js'
 import { dataDirFailure, listenFailure } from './startup-error.js'
 import { build, type Factories, type Graph, type Plan } from './graph.js'
@@ -167,6 +167,17 @@ export class Service implements Host {
     this.logger.flush?.()
   }
 
+  /** This process's metrics, or with several workers every ready worker's, combined by the supervisor. */
+  private async metricsText(): Promise<string> {
+    if (this.cluster.workers <= 1) return this.registry.metrics()
+    try {
+      return await this.cluster.request<string>('metrics', null, 5000)
+    } catch (err) {
+      this.logger.warn({ err }, 'the workers\' metrics could not be gathered')
+      throw new ApiError(503, 'api_error', 'unavailable', 'the workers\' metrics could not be gathered; retry', { headers: { 'retry-after': '1' } })
+    }
+  }
+
   private mountOperations(): void {
     const pipelines = this.graph!.pipelines
     new Gauge({
@@ -214,12 +225,8 @@ export class Service implements Host {
       path: '/metrics',
       bucket: null,
       scope: null,
-      // With several workers, the supervisor sums every worker's registry (prom-client's AggregatorRegistry).
-      handler: async () => ({
-        status: 200,
-        text: this.cluster.workers > 1 ? await this.cluster.request<string>('metrics', null, 5000) : await this.registry.metrics(),
-        contentType: this.registry.contentType,
-      }),
+      // With several workers, the supervisor combines the ready workers' registries (prom-client's AggregatorRegistry.aggregate).
+      handler: async () => ({ status: 200, text: await this.metricsText(), contentType: this.registry.contentType }),
     })
   }
 }

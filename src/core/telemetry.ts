@@ -1,7 +1,7 @@
 import { pino, type Logger } from 'pino'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client'
 import { PACKAGE_ROOT } from './paths.js'
 
 /** The daemon's own telemetry: one pino logger and one Prometheus registry. */
@@ -26,31 +26,75 @@ export function createTelemetry(opts: { level?: string; destination?: NodeJS.Wri
 
 const PACKAGE_VERSION = (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }).version
 
+const REQUEST_SECONDS = 'meterd_http_request_duration_seconds'
+const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+/** One (method, route, status) series: counts per bucket (not cumulative; the last is +Inf), sum and count. */
+interface RequestSeries {
+  labels: { method: string; route: string; status: string }
+  buckets: Float64Array
+  sum: number
+  count: number
+}
+
 /**
  * HTTP requests by method, route template and status, with their duration: the histogram's
- * `_count` is the request rate. One bound series per (route, method, status), found without
- * building a label key per request.
+ * `_count` is the request rate. Every answered request is observed, so an observation is a few
+ * additions into its series' own counters (found without building a label key), and the
+ * Prometheus form is built when `/metrics` is collected: prom-client's bound histogram
+ * converted, validated and hashed the labels on every call (about 6,000 instructions per
+ * request; docs/performance.md). Exposed as prom-client's Histogram exposes it (`get()`, summed
+ * across workers).
  */
 export function httpRequestMetrics(registry: Registry): { observe(method: string, route: string, status: number, seconds: number): void } {
-  const existing = registry.getSingleMetric('meterd_http_request_duration_seconds')
-  if (existing) registry.removeSingleMetric('meterd_http_request_duration_seconds')
-  const histogram = new Histogram({
-    name: 'meterd_http_request_duration_seconds',
+  if (registry.getSingleMetric(REQUEST_SECONDS)) registry.removeSingleMetric(REQUEST_SECONDS)
+  const all: RequestSeries[] = []
+  const series = new Map<string, Map<string, Map<number, RequestSeries>>>()
+  const metric = {
+    name: REQUEST_SECONDS,
     help: 'HTTP requests answered, by method, route template and status, and how long each took',
-    labelNames: ['method', 'route', 'status'],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [registry],
-  })
-  const series = new Map<string, Map<string, Map<number, Histogram.Internal<string>>>>()
+    type: 'histogram',
+    aggregator: 'sum',
+    get() {
+      const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = []
+      for (const s of all) {
+        let acc = 0
+        for (let i = 0; i < REQUEST_BUCKETS.length; i++) {
+          acc += s.buckets[i]
+          values.push({ labels: { le: REQUEST_BUCKETS[i], ...s.labels }, value: acc, metricName: `${REQUEST_SECONDS}_bucket` })
+        }
+        values.push({ labels: { le: '+Inf', ...s.labels }, value: s.count, metricName: `${REQUEST_SECONDS}_bucket` })
+        values.push({ labels: { ...s.labels }, value: s.sum, metricName: `${REQUEST_SECONDS}_sum` })
+        values.push({ labels: { ...s.labels }, value: s.count, metricName: `${REQUEST_SECONDS}_count` })
+      }
+      return Promise.resolve({ name: REQUEST_SECONDS, help: metric.help, type: 'histogram', values, aggregator: 'sum' })
+    },
+    reset() {
+      for (const s of all) {
+        s.buckets.fill(0)
+        s.sum = 0
+        s.count = 0
+      }
+    },
+  }
+  registry.registerMetric(metric as unknown as Metric)
   return {
     observe(method, route, status, seconds) {
       let byMethod = series.get(route)
       if (!byMethod) series.set(route, (byMethod = new Map()))
       let byStatus = byMethod.get(method)
       if (!byStatus) byMethod.set(method, (byStatus = new Map()))
-      let h = byStatus.get(status)
-      if (!h) byStatus.set(status, (h = histogram.labels({ method, route, status: String(status) })))
-      h.observe(seconds)
+      let s = byStatus.get(status)
+      if (!s) {
+        s = { labels: { method, route, status: String(status) }, buckets: new Float64Array(REQUEST_BUCKETS.length), sum: 0, count: 0 }
+        byStatus.set(status, s)
+        all.push(s)
+      }
+      let i = 0
+      while (i < REQUEST_BUCKETS.length && seconds > REQUEST_BUCKETS[i]) i++
+      if (i < REQUEST_BUCKETS.length) s.buckets[i]++
+      s.sum += seconds
+      s.count++
     },
   }
 }

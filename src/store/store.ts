@@ -4,6 +4,7 @@ import { open, type Database, type RootDatabase } from 'lmdb'
 import { checkDataFile } from './check.js'
 import { DATA_FILE_MODE, prepareDataDir } from './data-dir.js'
 import { aheadOfData, Preallocator } from './preallocate.js'
+import type { ValueEncoder, ValueEncoderClass } from './record-codec.js'
 import { UsageStore } from './usage-store.js'
 import { WriteHealth, type WriteHealthListener } from './write-health.js'
 import { WriteUnit } from './write-unit.js'
@@ -85,13 +86,22 @@ export class Store {
     return this.preallocator?.check() ?? Promise.resolve()
   }
 
-  /** A named database; keys and values use lmdb-js's ordered-binary and msgpack encodings. */
-  db<K extends import('lmdb').Key = import('lmdb').Key, V = any>(name: string, opts: { dupSort?: boolean; sharedStructures?: boolean } = {}): Database<V, K> {
+  /**
+   * A named database; keys and values use lmdb-js's ordered-binary and msgpack encodings.
+   * `codec` derives the database's value encoder from lmdb-js's msgpack one (record-codec.ts).
+   */
+  db<K extends import('lmdb').Key = import('lmdb').Key, V = any>(
+    name: string,
+    opts: { dupSort?: boolean; sharedStructures?: boolean; codec?: (msgpack: ValueEncoderClass) => ValueEncoderClass } = {},
+  ): Database<V, K> {
     let db = this.dbs.get(name)
     if (!db) {
-      const { sharedStructures, ...rest } = opts
+      const { sharedStructures, codec, ...rest } = opts
+      // lmdb-js constructs `encoder.Encoder` with the database's shared-structure options. The
+      // msgpack class is the one lmdb-js itself uses (msgpackr's), taken from the root database.
+      const encoder = codec ? { encoder: { Encoder: codec((this.root as unknown as { encoder: ValueEncoder }).encoder.constructor as ValueEncoderClass) } } : {}
       // Shared structures keep property names out of every value: smaller records, faster encoding.
-      db = this.root.openDB({ name, ...rest, ...(sharedStructures ? { sharedStructuresKey: Symbol.for('structures') } : {}) })
+      db = this.root.openDB({ name, ...rest, ...encoder, ...(sharedStructures ? { sharedStructuresKey: Symbol.for('structures') } : {}) } as any)
       this.dbs.set(name, db)
     }
     return db as Database<V, K>

@@ -1,21 +1,27 @@
 import type { Store } from './store.js'
 import type { DedupEntry, IdempotencyEntry, IndexKey, UsageStore } from './usage-store.js'
 
-/** The version of the dedup and replay layout, in the store's `meta` database. */
+/** The version of the usage data layout, in the store's `meta` database. */
 const LAYOUT_KEY = 'usage.layout'
 /**
  * 1 (no version stored; builds up to bcaa19c): dedup [account, kind, transactionId], replay
  * [account, Idempotency-Key]. 2: the same per team — [team, kind, transactionId], [team, key].
+ * 3: records may also be in the fixed layout of record-codec.ts, which builds of layout 2 cannot
+ * read (they refuse a directory whose layout is newer than theirs, instead of misreading it).
  */
-export const USAGE_LAYOUT = 2
+export const USAGE_LAYOUT = 3
+/** The first layout whose dedup and replay entries are per team. */
+const TEAM_LAYOUT = 2
 
 /**
- * Brings a data directory written in layout 1 to layout 2 when the store opens: each entry is
- * rewritten under the team of the record it names, so no dedup and no replay is lost and the
- * transactionId read filter still finds every record. One transaction: after a crash the
- * directory is in one layout or the other, and a process that opens it at the same time waits
- * for the migration and then finds it done. Its memory grows with the number of entries (about
- * 200 bytes each), once.
+ * Brings a data directory written in an earlier layout to this one when the store opens. From
+ * layout 1 each dedup and replay entry is rewritten under the team of the record it names, so no
+ * dedup and no replay is lost and the transactionId read filter still finds every record. From
+ * layout 2 nothing is rewritten: records it stored (msgpack) still decode, and only the new
+ * version is recorded, so that an older build no longer opens the directory. One transaction:
+ * after a crash the directory is in one layout or the other, and a process that opens it at the
+ * same time waits for the migration and then finds it done. Its memory grows with the number of
+ * entries (about 200 bytes each), once.
  */
 export function migrateToTeamLayout(store: Store, usage: UsageStore): void {
   const meta = store.db<string, number>('meta')
@@ -26,8 +32,10 @@ export function migrateToTeamLayout(store: Store, usage: UsageStore): void {
     if (found === USAGE_LAYOUT) return // another process migrated first
     if (found !== undefined && found > USAGE_LAYOUT)
       throw new Error(`the data directory ${store.opts.path} was written by a newer meterd (usage layout ${found}); run that version`)
-    migrateDedup(usage)
-    migrateReplay(usage)
+    if (found === undefined || found < TEAM_LAYOUT) {
+      migrateDedup(usage)
+      migrateReplay(usage)
+    }
     meta.put(LAYOUT_KEY, USAGE_LAYOUT)
   })
 }

@@ -3,6 +3,7 @@ import type { BatchContext, StoredResponse } from '../core/consumer.js'
 import { USAGE_KINDS, type UsageKind, type UsageRecord } from '../model/usage-record.js'
 import { ReplayTaken } from '../ports/dedup.js'
 import type { ListQuery, ListResult, RecordSnapshot, UsageRecords, WriteOptions } from '../ports/usage.js'
+import { dedupEntryCodec, usageRecordCodec } from './record-codec.js'
 import type { Store } from './store.js'
 import { migrateToTeamLayout } from './usage-layout.js'
 
@@ -57,9 +58,10 @@ export class UsageStore implements UsageRecords {
   readonly replay: Database<IdempotencyEntry, IndexKey>
 
   constructor(private readonly store: Store) {
-    this.records = store.db<string, UsageRecord>('usage-records', { sharedStructures: true })
+    // Records in a fixed layout around the msgpack body (record-codec.ts); older ones decode as before.
+    this.records = store.db<string, UsageRecord>('usage-records', { sharedStructures: true, codec: usageRecordCodec })
     this.index = store.db<IndexKey, null>('usage-index')
-    this.dedup = store.db<IndexKey, DedupEntry>('usage-dedup', { sharedStructures: true })
+    this.dedup = store.db<IndexKey, DedupEntry>('usage-dedup', { sharedStructures: true, codec: dedupEntryCodec })
     this.replay = store.db<IndexKey, IdempotencyEntry>('usage-idempotency', { sharedStructures: true })
     migrateToTeamLayout(store, this)
   }

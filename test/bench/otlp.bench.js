@@ -131,8 +131,8 @@ const steal = stealMeter()
 const grpcPort = await freePort()
 const meterd = await spawnMeterd({
   // The rate limit of 1,000 requests/s per account would cap the exports here, not the daemon.
-  config: { extensions: { ratelimit: { limits: { metering: 1_000_000 } } } },
-  env: { METERD_OTLP_GRPC_ENDPOINT: `127.0.0.1:${grpcPort}`, METERD_OTLP_HTTP_ENDPOINT: '' },
+  // The own OTLP/HTTP listener off in the config (an empty METERD_OTLP_HTTP_ENDPOINT means its default, 4318).
+  config: { extensions: { ratelimit: { limits: { metering: 1_000_000 } } }, receivers: { otlp: { grpc: { endpoint: `127.0.0.1:${grpcPort}` }, http: { endpoint: '' } } } },
 })
 const bareGrpcPort = await freePort()
 const bareHttp = await spawnScript(BARE_HTTP)

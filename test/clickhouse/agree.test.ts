@@ -1,11 +1,15 @@
 // Both analytics backends on one data set: a meterd answering from its in-memory index and one
 // answering from the ClickHouse table the first one's clickhouse exporter filled give the same
-// answer, byte for byte, to every analytics endpoint over many ranges, filters and options.
+// answer, byte for byte, to every analytics endpoint over many ranges, filters and options —
+// also after `meterd reprice` has priced records the exporter had already inserted.
+import { spawnSync } from 'node:child_process'
+import { join } from 'node:path'
 import t from 'tap'
+import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { haveClickHouse, startClickHouse } from '../helpers/clickhouse-server.js'
-import { ANALYTICS, registerTool, seed, type SeedRecord } from '../helpers/analytics.js'
+import { ANALYTICS, bodyOf, registerTool, seed, type SeedRecord } from '../helpers/analytics.js'
 import { dataset, DAY, HOUR, NOW, RANK_DAY, REGISTERED, SOLO_DAY } from '../helpers/analytics-dataset.js'
-import { call, startMeterd } from '../helpers/meterd.js'
+import { call, startMeterd, writeConfig } from '../helpers/meterd.js'
 
 if (!haveClickHouse) {
   t.fail('clickhouse-server is not installed (.ci/run installs it)')
@@ -34,7 +38,7 @@ t.test('the embedded and the ClickHouse backends answer every analytics endpoint
   const data = records()
   const embedded = await startMeterd(t, {
     frozenNow: NOW,
-    config: { exporters: { clickhouse }, service: { extensions: ['apikeys', 'tools'], pipelines: { usage: PIPELINE } } },
+    config: { exporters: { clickhouse, analytics: { reprice_poll_ms: 50 } }, service: { extensions: ['apikeys', 'tools'], pipelines: { usage: PIPELINE } } },
   })
   const key = await embedded.key({ team: 'team-a' })
   for (const tool of REGISTERED) await registerTool(embedded, key, tool)
@@ -42,14 +46,21 @@ t.test('the embedded and the ClickHouse backends answer every analytics endpoint
   // Another team's records must not leak into team-a's answers on either side.
   const other = await embedded.key({ team: 'team-b', account: 'acct-2' })
   await seed(embedded, other, data.slice(0, 60))
+  // A completion of a model the price book does not know: stored unpriced, priced by `meterd reprice` below.
+  const unknown = bodyOf({ kind: 'completion', time: '2026-11-22T01:30:00.000Z', cost: '0', traceId: 'whale', agent: 'planner', provider: 'Acme', model: 'acme-1', durationMs: 5 })
+  delete unknown.totalCost
+  Object.assign(unknown, { inputTokenCount: 1_000_000, outputTokenCount: 100_000, totalTokenCount: 1_100_000 })
+  t.equal((await call(`${embedded.url}/meter/v2/ai/completions`, { key, body: unknown })).status, 201, 'the acme-1 completion is stored')
+  const stored = data.length + 60 + 1
 
-  const count = async () => Number((await (await fetch(`${ch.url}/?query=${encodeURIComponent('SELECT count() FROM agree.usage_records')}`)).text()).trim())
+  const sql = async (query: string) => (await (await fetch(`${ch.url}/?query=${encodeURIComponent(query)}`)).text()).trim()
+  const count = async () => Number(await sql('SELECT count() FROM agree.usage_records'))
   const end = Date.now() + 20_000
-  while ((await count().catch(() => 0)) < data.length + 60) {
+  while ((await count().catch(() => 0)) < stored) {
     if (Date.now() > end) throw new Error('the clickhouse exporter did not deliver the data set')
     await new Promise((r) => setTimeout(r, 50))
   }
-  t.equal(await count(), data.length + 60, 'every stored record is in ClickHouse once')
+  t.equal(await count(), stored, 'every stored record is in ClickHouse once')
 
   const fromClickHouse = await startMeterd(t, {
     frozenNow: NOW,
@@ -59,6 +70,38 @@ t.test('the embedded and the ClickHouse backends answer every analytics endpoint
     },
   })
   const chKey = await fromClickHouse.key({ team: 'team-a' })
+  const summaries = () =>
+    Promise.all([embedded, fromClickHouse].map(async (m, i) => (await call(`${m.url}${ANALYTICS}/summary?from=2026-11-01T00:00:00.000Z`, { key: i === 0 ? key : chKey })).text))
+  const [before, beforeCh] = await summaries()
+  t.equal(beforeCh, before, 'before the reprice: the same summary')
+
+  // `meterd reprice` in another process beside the running daemon, once 'ghost' is registered
+  // (its events were stored unpriced) and acme-1 is in the price book: records ClickHouse holds
+  // already get a new cost. Another team's 'ghost' events stay unpriced (the tool is team-a's).
+  await registerTool(embedded, key, 'ghost')
+  const repriceConfig = writeConfig(join(embedded.dataDir, '..'), {
+    storage: { path: embedded.dataDir },
+    processors: { pricing: { models: [{ provider: 'acme', model: 'acme-1', effective: '2026-01-01', input: 2, output: 10 }] } },
+  }, 'reprice.yaml')
+  const run = spawnSync(process.execPath, [join(PACKAGE_ROOT, 'bin/meterd.js'), 'reprice', '--config', repriceConfig, '--json'], { encoding: 'utf8', timeout: 60_000 })
+  t.equal(run.status, 0, `meterd reprice succeeds ${run.stderr}`)
+  const { priced } = JSON.parse(run.stdout) as { priced: number }
+  const ghosts = data.filter((r) => r.kind === 'tool' && r.toolId === 'ghost').length
+  t.equal(priced, ghosts + 1, `team-a's ${ghosts} 'ghost' events and the acme-1 completion are priced`)
+  const settled = Date.now() + 20_000
+  for (;;) {
+    const [a, b] = await summaries()
+    const versions = Number(await sql('SELECT count() FROM agree.usage_records WHERE version > 0').catch(() => '0'))
+    if (a !== before && versions === priced && b === a) break
+    if (Date.now() > settled) {
+      t.equal(versions, priced, 'every repriced record has its new row in ClickHouse')
+      t.not(a, before, 'the embedded index follows the reprice')
+      t.equal(b, a, 'ClickHouse answers with the new prices')
+      throw new Error('the reprice did not reach both backends')
+    }
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  t.pass(`the reprice reached both backends: ${priced} new rows in ClickHouse, each record counted once at its new price`)
 
   const ranges: Record<string, string>[] = [
     {},

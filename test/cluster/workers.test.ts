@@ -97,6 +97,17 @@ t.test('the rate limit is the machine\'s, not each worker\'s', async (t) => {
   t.equal(await d.stop('SIGTERM'), 0, 'SIGTERM drains both workers and exits 0')
 })
 
+t.test('/metrics answers while the second worker is still starting', async (t) => {
+  const dir = tempDir('meterd-workers-')
+  t.teardown(() => removeDir(dir))
+  // Ready as soon as the first worker listens; the second is forked only then.
+  const d = await spawnMeterd(t, { dataDir: `${dir}/data`, env: { METERD_WORKERS: '2' }, readyTimeoutMs: 60_000 })
+  const res = await send(d.url, '/metrics')
+  t.equal(res.status, 200, 'the workers that are ready answer; one still starting is not waited for')
+  t.match(res.body, /^meterd_up 1$/m)
+  t.equal(await d.stop('SIGTERM'), 0)
+})
+
 t.test('dedup, idempotency, tools, tiers, analytics, webhooks and metrics hold across workers', async (t) => {
   const rx = await startReceiver(t)
   const d = await twoWorkers(t, {
@@ -202,6 +213,10 @@ t.test('dedup, idempotency, tools, tiers, analytics, webhooks and metrics hold a
     // twins 16 + idempotency 17 + tool events 6 + 8 + 300 + completions 40
     t.equal(Number(m![1]), 16 + 17 + 14 + 300 + 40, 'every admitted request, whichever worker took it')
     t.match(res.body, /^meterd_up 1$/m)
+    // Figures of the one machine are not doubled by two workers: a 0/1 gauge stays 0 or 1.
+    t.match(res.body, /^meterd_analytics_ready\{component="analytics"\} 1$/m, 'ready is 1, not one per worker')
+    t.match(res.body, /^meterd_build_info\{[^}]*\} 1$/m, 'build_info is 1')
+    t.match(res.body, /^meterd_store_writable 1$/m)
   })
 
   await t.test('a worker that dies is replaced and nothing acknowledged is lost', async (t) => {

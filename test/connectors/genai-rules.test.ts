@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { parse } from 'yaml'
+import { iso } from '../../src/connectors/genai/build.js'
 import { cacheOutsideInput } from '../../src/connectors/genai/providers.js'
 import { restCounts } from '../../src/connectors/genai/tokens.js'
 import { PermanentError, toApiError } from '../../src/core/errors.js'
@@ -212,4 +213,13 @@ t.test('the records travel with the batch context; execute_tool needs a register
   t.equal(withCaller.records[0]?.kind, 'tool', 'a registered tool of the caller’s team becomes a tool event')
   const noCaller = await h.run('traces', jsonSpans([tool]), { ctx: {} })
   t.same(noCaller.records, [], 'without a caller there is no team to look the tool up for')
+})
+
+t.test('record times are written as Date#toISOString writes them, whatever the time', async (t) => {
+  // The formatter keeps the last second it formatted: times in and across seconds, in any order.
+  const times = [0, 1, 999, 1000, 1795305494866.7, 1795305494866.2, 1795305495000, -1, -1001.5, 8.64e15, -8.64e15, 253402300800000, -62198755200001]
+  for (let i = 0; i < 2000; i++) times.push((i % 7) * 997 + 1795305494000 + (i % 3) * 0.4, (i * 7919 % 1e6) * 1e8 - 3e13)
+  for (const ms of times) if (iso(ms) !== new Date(Math.floor(ms)).toISOString()) t.fail(`${ms}: ${iso(ms)}`)
+  for (const ms of [NaN, 8.64e15 + 1, -Infinity]) t.throws(() => iso(ms), RangeError, `${ms}: a RangeError, as Date's`)
+  t.pass(`${times.length} times`)
 })

@@ -23,7 +23,11 @@ export const NOW = Date.parse('2026-11-22T00:00:00.000Z')
 export const API_KEY_ATTRIBUTES = ['service.api_key', 'revenium.api_key']
 
 export interface Harness {
-  run(signal: 'traces' | 'logs', json: unknown, opts?: { encoding?: 'json' | 'protobuf'; config?: Record<string, unknown>; ctx?: BatchContext }): Promise<ConnectorRun>
+  /**
+   * `readOnly`: decode traces as the otlp receiver does when the genai connector is their only
+   * consumer (DecodeOptions.spans from its spanInterest; the batch carries BatchContext.filtered).
+   */
+  run(signal: 'traces' | 'logs', json: unknown, opts?: { encoding?: 'json' | 'protobuf'; readOnly?: boolean; config?: Record<string, unknown>; ctx?: BatchContext }): Promise<ConnectorRun>
 }
 
 export async function genaiHarness(t: { teardown(fn: () => unknown): void }): Promise<Harness> {
@@ -53,16 +57,18 @@ export async function genaiHarness(t: { teardown(fn: () => unknown): void }): Pr
         // The records reach the pipeline through ingest, in a batch of their own.
       )
       await connector.start(host)
-      const keys = { apiKeyAttributes: API_KEY_ATTRIBUTES }
+      const keys = { apiKeyAttributes: API_KEY_ATTRIBUTES, spans: opts.readOnly ? connector.consumers.traces!.spanInterest : undefined }
       const proto = opts.encoding === 'protobuf'
-      const items =
-        signal === 'traces'
-          ? (proto ? decodeTracesProto(protoOf('traces', json), keys) : decodeTracesJson(json, keys)).items
-          : (proto ? decodeLogsProto(protoOf('logs', json), keys) : decodeLogsJson(json, keys)).items
       const ctx: BatchContext = opts.ctx ?? { caller: CALLER }
+      let items: unknown[]
+      if (signal === 'traces') {
+        const decoded = proto ? decodeTracesProto(protoOf('traces', json), keys) : decodeTracesJson(json, keys)
+        items = decoded.items
+        if (decoded.positions) ctx.filtered = { count: decoded.accepted, positions: decoded.positions }
+      } else items = (proto ? decodeLogsProto(protoOf('logs', json), keys) : decodeLogsJson(json, keys)).items
       let error: Error | undefined
       try {
-        await connector.consumers[signal]!.consume({ items, ctx })
+        await connector.consumers[signal]!.consume({ items: items as never[], ctx })
       } catch (err) {
         error = err as Error
       }

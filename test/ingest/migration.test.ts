@@ -69,7 +69,7 @@ t.test('the migration runs once and is recorded', async (t) => {
   const keys = [...first.usage.dedup.getKeys({})]
   t.same(keys.map((k) => k[0]).sort(), ['team-a', 'team-a', 'team-b'], 'dedup keys now start with the team')
   t.same([...first.usage.replay.getKeys({})], [['team-a', 'idem-shared']], 'the replay key too')
-  t.equal(first.db('meta').get('usage.layout'), 2)
+  t.equal(first.db('meta').get('usage.layout'), 3, 'the current layout (3: records in the fixed layout of record-codec.ts)')
   await first.close()
   const again = new Store({ path: dataDir })
   t.same([...again.usage.dedup.getKeys({})], keys, 'opening again changes nothing')

@@ -46,14 +46,20 @@ const nullable = (v: unknown): number | null => (v === null || v === undefined ?
  * The analytics questions answered by ClickHouse over the records table the clickhouse
  * exporter fills (table.ts). Every sum is taken over Decimal128(12) and read back as text, so
  * money is exact; percentiles are nearest rank over sorted values, as the embedded index
- * computes them; ties and orders are the embedded ones. ClickHouse 18.16 has no query
+ * computes them; ties and orders are the embedded ones; a record repriced after it was
+ * inserted counts at its latest version only (FINAL). ClickHouse 18.16 has no query
  * parameters: every value is quoted by table.ts's quote().
  */
 export class ClickHouseAnalytics implements AnalyticsReader {
+  /**
+   * What every query reads: the table FINAL, so that of a record's rows (table.ts) only the
+   * latest version counts, before parts merge as after. The WHERE conditions apply to that
+   * version (ClickHouse does not move them to PREWHERE under FINAL).
+   */
   private readonly table: string
 
   constructor(private readonly client: ClickHouseClient, target: ClickHouseTarget) {
-    this.table = tableOf(target)
+    this.table = `${tableOf(target)} FINAL`
   }
 
   async totals(team: string, q: AnalyticsQuery): Promise<Totals> {
@@ -193,7 +199,7 @@ export class ClickHouseAnalytics implements AnalyticsReader {
 
   async traceRecords(team: string, traceId: string): Promise<UsageRecord[]> {
     const rows = await this.rows(`SELECT record FROM ${this.table} WHERE team = ${quote(team)} AND trace_id = ${quote(traceId)}`)
-    // One row per record even before parts merge (a record is inserted once: see the exporter).
+    // FINAL: one row per record, its latest version.
     const seen = new Map<string, UsageRecord>()
     for (const r of rows) {
       const rec = JSON.parse(String(r.record)) as UsageRecord

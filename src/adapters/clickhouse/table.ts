@@ -1,10 +1,9 @@
-import { createClient, type ClickHouseClient } from '@clickhouse/client'
+import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client'
 import { Readable } from 'node:stream'
-import { ERROR } from '../../domain/analytics/block.js'
-import { DIMENSIONS } from '../../domain/analytics/dimensions.js'
-import { readRow, RowInput } from '../../domain/analytics/row.js'
 import { formatUnits } from '../../domain/analytics/units.js'
-import type { UsageRecord } from '../../model/usage-record.js'
+import { COLUMN_NAMES, COLUMNS } from './row.js'
+
+export { COLUMN_NAMES, encodeRow, withVersion } from './row.js'
 
 /** Where the records go: the server, and the database and table they live in. */
 export interface ClickHouseTarget {
@@ -16,53 +15,99 @@ export interface ClickHouseTarget {
   timeoutMs: number
 }
 
-// The table's columns in insert order. Money is Decimal128(12) (exact to 10^-12 USD, the store's
-// own scale); unknown durations are nan; the dimensions keep their analytics names.
-const COLUMNS = [
-  ['event_date', 'Date'],
-  ['time_ms', 'Int64'],
-  ['team', 'String'],
-  ['id', 'String'],
-  ['kind', 'String'],
-  ['counted', 'UInt8'],
-  ['is_tool', 'UInt8'],
-  ['error', 'UInt8'],
-  ['cost', 'Decimal128(12)'],
-  ['duration_ms', 'Float64'],
-  ['ttft_ms', 'Float64'],
-  ['input_tokens', 'Float64'],
-  ['output_tokens', 'Float64'],
-  ['reasoning_tokens', 'Float64'],
-  ['cache_read_tokens', 'Float64'],
-  ['cache_creation_tokens', 'Float64'],
-  ['total_tokens', 'Float64'],
-  ...DIMENSIONS.map((d) => [d, 'String']),
-  ['trace_id', 'String'],
-  ['record', 'String'],
-] as const
-export const COLUMN_NAMES = COLUMNS.map(([name]) => name)
-
 /**
  * The records table (works on ClickHouse 18.16 and later: no DateTime64, no query parameters,
- * no Decimal arrays). ReplacingMergeTree on (team, time_ms, id): a record inserted twice
- * collapses to one row when parts merge; the exporter also never inserts a record it cannot
- * prove absent after a failed or interrupted insert (src/exporters/clickhouse), so queries
- * need no FINAL.
+ * no Decimal arrays). ReplacingMergeTree on (team, time_ms, id) with `version`: a record's rows
+ * (the one it was stored with, and one per later change of its cost) collapse to the highest
+ * version when parts merge, and queries read `FINAL` (analytics.ts), so they see that one
+ * before. The exporter never inserts a row it cannot prove absent after a failed or
+ * interrupted insert (src/exporters/clickhouse).
  */
 export function createTableSql(t: ClickHouseTarget): string[] {
   return [
     `CREATE DATABASE IF NOT EXISTS ${ident(t.database)}`,
     `CREATE TABLE IF NOT EXISTS ${tableOf(t)} (${COLUMNS.map(([n, type]) => `${ident(n)} ${type}`).join(', ')}) ` +
-      'ENGINE = ReplacingMergeTree() PARTITION BY toYYYYMM(event_date) ORDER BY (team, time_ms, id)',
+      'ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMM(event_date) ORDER BY (team, time_ms, id)',
   ]
 }
+
+/**
+ * Creates the table when missing, and brings a table of an earlier build (no `version` column,
+ * `ReplacingMergeTree()`) up to date: the column is added (DEFAULT 0, what its rows are). Such
+ * a table keeps its engine, which keeps the last row inserted of a record when parts merge
+ * and under FINAL; the exporter inserts a record's rows in version order, never two in one
+ * insert, so that is the highest version there too.
+ */
+export async function ensureTable(client: ClickHouseClient, t: ClickHouseTarget, signal?: AbortSignal): Promise<'created' | 'migrated' | 'ready'> {
+  for (const query of createTableSql(t)) await client.command({ query, abort_signal: signal })
+  const has = async () => {
+    const res = await client.query({
+      query: `SELECT count() AS n FROM system.columns WHERE database = ${quote(t.database)} AND table = ${quote(t.table)} AND name = 'version'`,
+      format: 'JSONEachRow',
+      abort_signal: signal,
+    })
+    return Number(((await res.json()) as { n: string }[])[0]?.n) > 0
+  }
+  if (await has()) return 'ready'
+  try {
+    // 18.16 has no ADD COLUMN IF NOT EXISTS: another replica may add it first.
+    await client.command({ query: `ALTER TABLE ${tableOf(t)} ADD COLUMN version UInt64 DEFAULT 0`, abort_signal: signal })
+  } catch (err) {
+    if (!(await has())) throw err
+  }
+  return 'migrated'
+}
+
+/**
+ * ClickHouse's error codes that say the data itself can never be stored, whatever is retried:
+ * a value that does not parse as, or does not fit, its column's type, or that is too large.
+ * Everything else (ClickHouse down or restarting, timeouts, too many parts, memory, a missing
+ * table or column, authentication) is worth retrying.
+ */
+const REFUSED = new Map<number, string>([
+  [6, 'CANNOT_PARSE_TEXT'],
+  [25, 'CANNOT_PARSE_ESCAPE_SEQUENCE'],
+  [26, 'CANNOT_PARSE_QUOTED_STRING'],
+  [27, 'CANNOT_PARSE_INPUT_ASSERTION_FAILED'],
+  [38, 'CANNOT_PARSE_DATE'],
+  [41, 'CANNOT_PARSE_DATETIME'],
+  [69, 'ARGUMENT_OUT_OF_BOUND'], // 18.16: "Decimal value is too big"
+  [70, 'CANNOT_CONVERT_TYPE'],
+  [72, 'CANNOT_PARSE_NUMBER'],
+  [117, 'INCORRECT_DATA'],
+  [128, 'TOO_LARGE_ARRAY_SIZE'],
+  [130, 'CANNOT_READ_ARRAY_FROM_TEXT'],
+  [131, 'TOO_LARGE_STRING_SIZE'],
+  [321, 'VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE'],
+  [407, 'DECIMAL_OVERFLOW'],
+])
+
+/** ClickHouse's error code of a failed request (undefined: no answer from ClickHouse). */
+export function errorCode(err: unknown): number | undefined {
+  const e = err as { code?: unknown; message?: unknown }
+  // Recent servers: ClickHouseError.code; 18.16's answers reach the client as "Code: 69, e.displayText() = …".
+  if (typeof e?.code === 'string' && /^\d+$/.test(e.code)) return Number(e.code)
+  const m = typeof e?.message === 'string' ? /^Code: (\d+)[,.]/.exec(e.message) : null
+  return m ? Number(m[1]) : undefined
+}
+
+/** The error's code and name when ClickHouse refuses the data for good (REFUSED), else undefined. */
+export function refusal(err: unknown): { code: number; name: string } | undefined {
+  const code = errorCode(err)
+  const name = code === undefined ? undefined : REFUSED.get(code)
+  return name === undefined ? undefined : { code: code!, name }
+}
+
+/** UNKNOWN_TABLE, UNKNOWN_DATABASE: dropped under the exporter, which creates it again. */
+export const isMissingTable = (err: unknown): boolean => [60, 81].includes(errorCode(err) ?? -1)
 
 export function tableOf(t: ClickHouseTarget): string {
   return `${ident(t.database)}.${ident(t.table)}`
 }
 
 export function clientOf(t: ClickHouseTarget): ClickHouseClient {
-  return createClient({ url: t.endpoint, username: t.username, password: t.password, request_timeout: t.timeoutMs, max_open_connections: 4 })
+  // The client's own log (to the console) is off: the exporter and the analytics reader log failures through meterd's logger.
+  return createClient({ url: t.endpoint, username: t.username, password: t.password, request_timeout: t.timeoutMs, max_open_connections: 4, log: { level: ClickHouseLogLevel.OFF } })
 }
 
 /** An identifier as ClickHouse reads it (the config's database and table names). */
@@ -85,47 +130,7 @@ export function unitsOf(text: string): bigint {
   return BigInt(text.replace('.', ''))
 }
 
-const row = new RowInput()
-
-/**
- * One record as a TabSeparated line in COLUMNS order: what analytics reads of it (the same
- * readRow the embedded index uses, so both backends count the same thing) and the record itself.
- */
-export function encodeRow(r: UsageRecord): { line: string; date: string } {
-  const counted = readRow(r, row)
-  const time = counted ? row.time : Date.parse(r.eventTime)
-  const date = new Date(time).toISOString().slice(0, 10)
-  const t = row.tokens
-  const fields: string[] = [
-    date,
-    String(time),
-    tsv(r.caller.team),
-    tsv(r.id),
-    r.kind,
-    counted ? '1' : '0',
-    r.kind === 'tool' ? '1' : '0',
-  ]
-  if (counted) {
-    fields.push(row.flags & ERROR ? '1' : '0', formatUnits(row.cost), num(row.duration), num(row.ttft), num(t[0]), num(t[1]), num(t[2]), num(t[3]), num(t[4]), num(t[5]))
-    for (let d = 0; d < DIMENSIONS.length; d++) fields.push(tsv(row.dims[d]))
-  } else {
-    // Not counted (a disabled tool's event): kept for the trace detail, which reads records.
-    fields.push('0', '0', 'nan', 'nan', '0', '0', '0', '0', '0', '0')
-    for (let d = 0; d < DIMENSIONS.length; d++) fields.push('')
-  }
-  fields.push(tsv(r.attribution.traceId), tsv(JSON.stringify(r)))
-  return { line: fields.join('\t') + '\n', date }
-}
-
-const num = (v: number): string => (Number.isNaN(v) ? 'nan' : String(v))
-
-/** TabSeparated escaping. */
-function tsv(s: string): string {
-  return /[\\\t\n\r\0]/.test(s) ? s.replace(/[\\\t\n\r\0]/g, (c) => ESC[c]) : s
-}
-const ESC: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0' }
-
-/** Inserts TabSeparated lines (COLUMNS order) in one request. */
+/** Inserts TabSeparated lines of every column (COLUMNS order: encodeRow's lines withVersion) in one request. */
 export async function insertLines(client: ClickHouseClient, t: ClickHouseTarget, lines: string[], signal?: AbortSignal): Promise<void> {
   await client.insert({
     table: tableOf(t),

@@ -71,30 +71,68 @@ export function attributionFields(v: AttributeView, prefixes: readonly string[])
       credential[k] ??= value
     }
   }
+  const plan = planOf(prefixes)
+  const hits: number[] = []
   for (const level of [v.resource, v.record]) {
-    for (const p of prefixes) {
-      for (const [name, field] of TEXT) {
-        const x = v.attribution(p + name, level)
-        if (x !== undefined) set(field, text(x, p + name))
-      }
-      for (const [name, path] of SUBSCRIBER) {
-        const x = v.attribution(p + name, level)
-        if (x !== undefined) setSubscriber(path, text(x, p + name))
-      }
-      const retry = v.attribution(p + 'retry.number', level)
-      if (retry !== undefined) set('retryNumber', integer(retry, p + 'retry.number'))
-      const stream = v.attribution(p + 'request.stream', level)
-      if (stream !== undefined) set('isStreamed', stream === true || stream === 'true')
+    // The level's names that attribution reads, in the plan's order of precedence (a level holds
+    // a few names; the plan has dozens).
+    hits.length = 0
+    for (const key in level) {
+      const rank = plan.rank.get(key)
+      if (rank !== undefined) hits.push(rank)
     }
-    for (const [name, field] of PLAIN_TEXT) {
-      const x = v.attribution(name, level)
-      if (x !== undefined) set(field, text(x, name))
+    if (hits.length > 1) hits.sort((a, b) => a - b)
+    for (const rank of hits) {
+      const [key, kind, target] = plan.steps[rank]
+      const x = v.attribution(key, level)
+      if (x === undefined) continue
+      if (kind === TEXT_FIELD) set(target, text(x, key))
+      else if (kind === SUBSCRIBER_FIELD) setSubscriber(target as (typeof SUBSCRIBER)[number][1], text(x, key))
+      else if (kind === RETRY) set('retryNumber', integer(x, key))
+      else if (kind === STREAM) set('isStreamed', x === true || x === 'true')
     }
-    const email = v.attribution('user.email', level)
-    if (email !== undefined) setSubscriber('email', text(email, 'user.email'))
   }
   if (subscriber.id !== undefined || subscriber.email !== undefined || subscriber.credential) out.subscriber = subscriber
   return out
+}
+
+const TEXT_FIELD = 0
+const SUBSCRIBER_FIELD = 1
+const RETRY = 2
+const STREAM = 3
+type Step = readonly [key: string, kind: number, target: string]
+
+interface Plan {
+  steps: readonly Step[]
+  /** A name's place in `steps`: its precedence. */
+  rank: ReadonlyMap<string, number>
+}
+
+const plans = new WeakMap<readonly string[], Plan>()
+
+/**
+ * The attribute names attributionFields reads on each level, in precedence order, for a list of
+ * prefixes: made once per list, so a record costs lookups only (no names built per record).
+ */
+function planOf(prefixes: readonly string[]): Plan {
+  let plan = plans.get(prefixes)
+  if (plan) return plan
+  const steps: Step[] = []
+  for (const p of prefixes) {
+    for (const [name, field] of TEXT) steps.push([p + name, TEXT_FIELD, field])
+    for (const [name, path] of SUBSCRIBER) steps.push([p + name, SUBSCRIBER_FIELD, path])
+    steps.push([p + 'retry.number', RETRY, ''])
+    steps.push([p + 'request.stream', STREAM, ''])
+  }
+  for (const [name, field] of PLAIN_TEXT) steps.push([name, TEXT_FIELD, field])
+  steps.push(['user.email', SUBSCRIBER_FIELD, 'email'])
+  // A name listed twice (a prefix given twice, or '') is read at its first place only, as before.
+  const rank = new Map<string, number>()
+  steps.forEach(([key], i) => {
+    if (!rank.has(key)) rank.set(key, i)
+  })
+  plans.set(prefixes, (plan = { steps, rank }))
+  return plan
 }
 
 function integer(v: AttributeValue, key: string): number {
@@ -132,7 +170,19 @@ export function keptAttributes(v: AttributeView, drop: readonly string[], apiKey
 }
 
 function dropped(key: string, drop: readonly string[]): boolean {
-  for (const d of drop) if (key === d || (key.length > d.length && key.startsWith(d) && key.charCodeAt(d.length) === 46 /* . */)) return true
-  return false
+  let d = drops.get(drop)
+  if (!d) drops.set(drop, (d = { names: new Set(drop), seen: new Map() }))
+  let out = d.seen.get(key)
+  if (out !== undefined) return out
+  // `key` is dropped when it, or a dotted prefix of it (`a` or `a.b` of `a.b.c`), is listed.
+  out = d.names.has(key)
+  for (let i = key.indexOf('.'); !out && i > 0; i = key.indexOf('.', i + 1)) out = d.names.has(key.slice(0, i))
+  // Attribute names repeat from record to record; a client sending ever new ones only refills the memo.
+  if (d.seen.size >= 10_000) d.seen.clear()
+  d.seen.set(key, out)
+  return out
 }
+
+/** Per drop list: its names, and the answer for the attribute names seen lately. */
+const drops = new WeakMap<readonly string[], { names: ReadonlySet<string>; seen: Map<string, boolean> }>()
 

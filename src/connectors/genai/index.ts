@@ -10,7 +10,7 @@ import type { Caller, UsageRecord } from '../../model/usage-record.js'
 import { apiKeyNames } from './attribution.js'
 import type { MapSettings, Mapped } from './build.js'
 import { mapLog } from './logs.js'
-import { mapSpan } from './spans.js'
+import { SPAN_USAGE_PREFIXES, mapSpan } from './spans.js'
 import { ItemRejected } from './view.js'
 
 /** Prompt and response content: large, often personal, and not what metering is for. */
@@ -77,7 +77,7 @@ export class GenaiConnector implements ConsumingComponent {
     this.drop = config.drop_attributes
     this.apiKeys = apiKeyNames(config.attribute_prefixes)
     this.consumers = {
-      traces: { consume: (batch: Batch<SpanItem>) => this.convert(batch, (item, s) => mapSpan(item, s)) },
+      traces: { consume: (batch: Batch<SpanItem>) => this.convert(batch, (item, s) => mapSpan(item, s)), spanInterest: { attributePrefixes: SPAN_USAGE_PREFIXES } },
       logs: { consume: (batch: Batch<LogItem>) => this.convert(batch, (item, s, now) => mapLog(item, s, now)) },
     }
   }
@@ -114,6 +114,9 @@ export class GenaiConnector implements ConsumingComponent {
     }
     const items: IngestItem[] = []
     const rejected: ItemRejection[] = []
+    // The receiver may have passed over the spans this connector does not read (spanInterest).
+    const positions = batch.ctx.filtered?.positions
+    const offered = batch.ctx.filtered?.count ?? batch.items.length
     for (let i = 0; i < batch.items.length; i++) {
       let mapped: Mapped | undefined
       try {
@@ -123,7 +126,7 @@ export class GenaiConnector implements ConsumingComponent {
         if (problem) throw new ItemRejected(problem.message)
       } catch (err) {
         if (!(err instanceof ItemRejected)) throw err
-        rejected.push({ index: i, message: err.message })
+        rejected.push({ index: positions ? positions[i] : i, message: err.message })
         continue
       }
       items.push({ kind: mapped.kind, body: mapped.body })
@@ -131,7 +134,7 @@ export class GenaiConnector implements ConsumingComponent {
     if (rejected.length) {
       this.settings.metrics.refused(rejected.length)
       ;(batch.ctx.rejected ??= []).push(...rejected)
-      if (rejected.length === batch.items.length) {
+      if (rejected.length === offered) {
         const first = rejected[0]
         const more = rejected.length > 1 ? ` (and ${rejected.length - 1} more)` : ''
         throw new PermanentError(`item ${first.index}: ${first.message}${more}`, 'invalid_otlp_items', undefined, first.index)

@@ -15,6 +15,15 @@ const MODEL = ['gen_ai.response.model', 'gen_ai.request.model']
 /** Read by the GenAI mapping; also marked as mapped on Vercel AI SDK spans, which carry both. */
 const GENAI_KEYS = [...INPUT, ...OUTPUT, ...CACHE_READ, ...CACHE_CREATION, ...REASONING, ...TOTAL, ...PROVIDER, ...MODEL, 'gen_ai.response.finish_reasons', 'gen_ai.response.id', 'gen_ai.operation.name']
 
+/**
+ * The span attributes that can make a span usage: mapSpan decides on `gen_ai.operation.name`,
+ * `gen_ai.provider.name`/`gen_ai.system` with `gen_ai.usage.*`, `ai.operationId` and
+ * `openinference.span.kind`, read on the span or its resource. A span with no attribute under
+ * these prefixes, and a resource with none either, is never usage and never refused, so the
+ * receiver need not decode it (Consumer.spanInterest). Keep this in step with the deciding keys.
+ */
+export const SPAN_USAGE_PREFIXES: readonly string[] = ['gen_ai.', 'ai.', 'openinference.', 'llm.']
+
 const OPERATIONS: Record<string, string> = { chat: 'CHAT', text_completion: 'GENERATE', generate_content: 'CHAT', embeddings: 'EMBED' }
 const LLM_REQUEST_TYPES: Record<string, string> = { chat: 'CHAT', completion: 'GENERATE', embedding: 'EMBED', rerank: 'RERANK' }
 

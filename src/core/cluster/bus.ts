@@ -5,7 +5,8 @@
  *
  * - `publish`/`subscribe`: a fire-and-forget message to every *other* worker (registry and key
  *   changes, newly stored record ids for the analytics exporter, kicks for the webhook queue);
- * - `request`: a question the supervisor answers (rate-limit leases, aggregated metrics).
+ * - `request`: a question the supervisor answers (rate-limit leases, aggregated metrics);
+ *   the supervisor asks workers the same way (`answer`: each worker's own metrics).
  *
  * A single process uses LOCAL: no peers, so publishing does nothing and nothing is asked.
  */
@@ -22,6 +23,8 @@ export interface ClusterBus {
   subscribe(topic: string, fn: (data: unknown) => void): () => void
   /** Asks the supervisor; rejects when there is none or it does not answer in time. */
   request<T = unknown>(topic: string, data: unknown, timeoutMs?: number): Promise<T>
+  /** Answers the supervisor's requests on `topic` (a worker's part of a machine-wide figure). */
+  answer(topic: string, fn: (data: unknown) => unknown): void
 }
 
 export const LOCAL: ClusterBus = {
@@ -31,9 +34,10 @@ export const LOCAL: ClusterBus = {
   publish: () => undefined,
   subscribe: () => () => undefined,
   request: () => Promise.reject(new Error('not running as a worker: there is no supervisor to ask')),
+  answer: () => undefined,
 }
 
-/** The wire format between a worker and its supervisor (Node IPC, serialized as JSON). */
+/** The wire format between a worker and its supervisor (Node IPC, serialized as JSON); `request` and `reply` go both ways. */
 export type ClusterMessage =
   | { meterd: 'publish'; topic: string; data: unknown; from: number }
   | { meterd: 'request'; id: number; topic: string; data: unknown }

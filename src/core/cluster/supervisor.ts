@@ -37,10 +37,40 @@ const MAX_RESTARTS_PER_WINDOW = 10
  */
 export function supervise(opts: SuperviseOptions): Promise<number> {
   const { logger } = opts
-  const metrics = new AggregatorRegistry()
-  const answers: Record<string, Answer> = { metrics: () => metrics.clusterMetrics(), ...opts.answers }
   const byIndex = new Map<number, Worker>()
   const everReady = new Set<number>()
+  /** The workers that said they are ready and have not exited since: the ones that can answer. */
+  const ready = new Set<Worker>()
+  const asked = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>()
+  let nextId = 1
+
+  /** Asks one worker; rejects when it does not answer within `timeoutMs` or exits first. */
+  const ask = (w: Worker, topic: string, timeoutMs: number): Promise<unknown> =>
+    new Promise((resolve, reject) => {
+      const id = nextId++
+      const timer = setTimeout(() => {
+        asked.delete(id)
+        reject(new Error(`worker ${w.id} did not answer "${topic}" within ${timeoutMs} ms`))
+      }, timeoutMs)
+      timer.unref()
+      const settle = (fn: () => void) => {
+        clearTimeout(timer)
+        asked.delete(id)
+        fn()
+      }
+      asked.set(id, { resolve: (v) => settle(() => resolve(v)), reject: (e) => settle(() => reject(e)) })
+      w.send({ meterd: 'request', id, topic, data: null } satisfies ClusterMessage)
+    })
+
+  // Every ready worker's registry, combined by each metric's aggregator (sum, max, min). A worker
+  // still starting, or one that does not answer in time, is left out rather than failing the scrape.
+  const metrics = async () => {
+    const parts = await Promise.allSettled([...ready].map((w) => ask(w, 'metrics', 2000)))
+    const answered = parts.flatMap((p) => (p.status === 'fulfilled' ? [p.value as object] : []))
+    if (answered.length === 0) throw new Error('no worker answered for its metrics')
+    return AggregatorRegistry.aggregate(answered).metrics()
+  }
+  const answers: Record<string, Answer> = { metrics, ...opts.answers }
   const restarts: number[] = []
   let stopping = false
   let exitCode = 0
@@ -54,6 +84,7 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
       if (isClusterMessage(m)) void receive(w, index, m)
     })
     w.on('exit', (code, signal) => {
+      ready.delete(w)
       if (byIndex.get(index) === w) byIndex.delete(index)
       if (stopping) {
         if (code !== 0 && code !== null) exitCode ||= code
@@ -89,12 +120,20 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
         // the others follow once it is ready.
         if (index === 0 && everReady.size === 0) for (let i = 1; i < opts.workers; i++) fork(i)
         everReady.add(index)
+        ready.add(from)
         if (first && everReady.size === opts.workers) opts.onReady?.()
         return
       }
       case 'publish':
         for (const w of byIndex.values()) if (w !== from && w.isConnected()) w.send(m)
         return
+      case 'reply': {
+        const p = asked.get(m.id)
+        if (!p) return
+        if (m.error !== undefined) p.reject(new Error(m.error))
+        else p.resolve(m.data)
+        return
+      }
       case 'request': {
         const answer = answers[m.topic]
         let reply: ClusterMessage

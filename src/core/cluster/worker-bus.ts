@@ -4,6 +4,7 @@ import { isClusterMessage, type ClusterBus, type ClusterMessage } from './bus.js
 export class WorkerBus implements ClusterBus {
   readonly leader: boolean
   private readonly topics = new Map<string, Set<(data: unknown) => void>>()
+  private readonly answers = new Map<string, (data: unknown) => unknown>()
   private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; timer: NodeJS.Timeout }>()
   private nextId = 1
 
@@ -46,6 +47,10 @@ export class WorkerBus implements ClusterBus {
     })
   }
 
+  answer(topic: string, fn: (data: unknown) => unknown): void {
+    this.answers.set(topic, fn)
+  }
+
   /** Tells the supervisor this worker listens and is ready. */
   ready(): void {
     this.send({ meterd: 'ready', index: this.index })
@@ -58,7 +63,9 @@ export class WorkerBus implements ClusterBus {
   }
 
   private receive(m: ClusterMessage): void {
-    if (m.meterd === 'publish') {
+    if (m.meterd === 'request') {
+      void this.reply(m.id, m.topic, m.data)
+    } else if (m.meterd === 'publish') {
       for (const fn of this.topics.get(m.topic) ?? []) fn(m.data)
     } else if (m.meterd === 'reply') {
       const p = this.pending.get(m.id)
@@ -67,6 +74,16 @@ export class WorkerBus implements ClusterBus {
       clearTimeout(p.timer)
       if (m.error !== undefined) p.reject(new Error(m.error))
       else p.resolve(m.data)
+    }
+  }
+
+  private async reply(id: number, topic: string, data: unknown): Promise<void> {
+    const fn = this.answers.get(topic)
+    try {
+      if (!fn) throw new Error(`worker ${this.index} has no answer for "${topic}"`)
+      this.send({ meterd: 'reply', id, data: await fn(data) })
+    } catch (err) {
+      this.send({ meterd: 'reply', id, error: (err as Error).message })
     }
   }
 }

@@ -16,6 +16,11 @@ export interface RepriceOptions {
   team?: string
   dryRun?: boolean
   now: number
+  /**
+   * Called with each record as newly priced, inside the transaction that stores it: what it
+   * writes commits with the new price (the clickhouse queues' new rows: src/exporters/clickhouse/queue.ts).
+   */
+  onPriced?: (r: UsageRecord) => void
 }
 
 /** The price books records are priced from: tokens for completions, units for images, audio and video. */
@@ -51,7 +56,7 @@ export async function reprice(store: Store, books: PriceBooks, registry: ToolReg
     const r = records.get(id)
     if (!r || r.cost?.source !== 'unpriced') continue
     result.examined++
-    const ok = o.dryRun ? wouldPrice(r, books, registry) : await priceOne(store, r, books, registry, aggregates, tools, o.now)
+    const ok = o.dryRun ? wouldPrice(r, books, registry) : await priceOne(store, r, books, registry, aggregates, tools, o.now, o.onPriced)
     if (ok) {
       result.priced++
       result.ids.push(id)
@@ -71,7 +76,16 @@ function wouldPrice(r: UsageRecord, books: PriceBooks, registry: ToolRegistry): 
   return registry.byToolId(r.caller.team, r.body.toolId)?.enabled === true
 }
 
-async function priceOne(store: Store, r: UsageRecord, books: PriceBooks, registry: ToolRegistry, aggregates: ToolAggregates, tools: ToolPricingOptions, now: number): Promise<boolean> {
+async function priceOne(
+  store: Store,
+  r: UsageRecord,
+  books: PriceBooks,
+  registry: ToolRegistry,
+  aggregates: ToolAggregates,
+  tools: ToolPricingOptions,
+  now: number,
+  onPriced?: (r: UsageRecord) => void,
+): Promise<boolean> {
   const { index, records } = store.usage
   let done = false
   if (r.kind !== 'tool') {
@@ -80,8 +94,10 @@ async function priceOne(store: Store, r: UsageRecord, books: PriceBooks, registr
     await store.root.transaction(() => {
       const cur = records.get(r.id)
       if (!cur || cur.cost?.source !== 'unpriced') return
-      records.put(r.id, { ...cur, cost })
+      const priced = { ...cur, cost }
+      records.put(r.id, priced)
       index.remove(unpricedKey(cur))
+      onPriced?.(priced)
       done = true
     })
     return done
@@ -92,8 +108,10 @@ async function priceOne(store: Store, r: UsageRecord, books: PriceBooks, registr
     const cur = records.get(r.id)
     if (!cur || cur.kind !== 'tool' || cur.cost?.source !== 'unpriced') return
     const [applied] = aggregates.applyInTransaction([toolCharge(cur, tool, tools)], now)
-    records.put(r.id, { ...cur, cost: toolCost(cur, tool, applied) })
+    const priced = { ...cur, cost: toolCost(cur, tool, applied) }
+    records.put(r.id, priced)
     index.remove(unpricedKey(cur))
+    onPriced?.(priced)
     done = true
   })
   return done

@@ -109,6 +109,7 @@ export class DeliveryEngine {
         name: 'meterd_webhook_queue_depth',
         help: 'Webhook deliveries waiting for an attempt',
         registers: [registry],
+        aggregator: 'max', // several workers read one queue in the data directory
         collect() {
           this.set(queue.depth)
         },

@@ -3,12 +3,13 @@ import type { ClickHouseClient } from '@clickhouse/client'
 import { Counter, type Registry } from 'prom-client'
 import { instanceGauges } from '../../core/telemetry.js'
 import { publishClickHouse, withdrawClickHouse } from '../../adapters/clickhouse/registry.js'
-import { clientOf, createTableSql, encodeRow, insertLines, quote, tableOf, type ClickHouseTarget } from '../../adapters/clickhouse/table.js'
+import { clientOf, encodeRow, ensureTable, insertLines, isMissingTable, quote, refusal, tableOf, withVersion, type ClickHouseTarget } from '../../adapters/clickhouse/table.js'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
 import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError, ThrottledError } from '../../core/errors.js'
 import type { UsageRecord } from '../../model/usage-record.js'
-import { Backoff, Nap, RecordQueue } from '../../store/record-queue.js'
+import { Backoff, Nap } from '../../store/record-queue.js'
+import { ClickHouseQueue, type QueuedRow } from './queue.js'
 
 const NAME = '^[A-Za-z_][A-Za-z0-9_]*$'
 /** Record ids per look-up query (an id is about 30 bytes quoted). */
@@ -33,13 +34,12 @@ const schema = Type.Object(
 )
 type Config = Static<typeof schema>
 
-/** A record waiting for ClickHouse: its row, ready to insert. */
-interface QueuedRow {
-  /** A TabSeparated line in the table's column order (src/adapters/clickhouse/table.ts). */
-  line: string
-  /** Its event_date (YYYY-MM-DD), to find it again by partition. */
-  date: string
-  queuedAt: number
+/** A queued row as the sender handles it: its queue key, its record and version. */
+interface Entry {
+  key: string
+  id: string
+  version: number
+  value: QueuedRow
 }
 
 /**
@@ -48,13 +48,16 @@ interface QueuedRow {
  * means it is queued — and a sender inserts the oldest rows in batches, retrying with backoff
  * until ClickHouse acknowledges. Exactly once: an insert whose outcome is unknown (it failed,
  * timed out, or the process stopped before the queue recorded the acknowledgement) is
- * followed by a look-up of which of its records the table already holds, and only the others
- * are inserted again.
+ * followed by a look-up of which of its rows (record and version) the table already holds,
+ * and only the others are inserted again. A record repriced later gets a new row, a higher
+ * version, queued by `meterd reprice` (queue.ts). Rows ClickHouse refuses for good (the data
+ * itself: table.ts refusal) are found by halving the batch and move to the dead letters; the
+ * rest go on.
  */
 export class ClickHouseExporter implements ConsumingComponent {
   readonly consumers
   private host?: Host
-  private queue?: RecordQueue<QueuedRow>
+  private queue?: ClickHouseQueue
   private client?: ClickHouseClient
   private readonly target: ClickHouseTarget
   private readonly backoff: Backoff
@@ -83,7 +86,7 @@ export class ClickHouseExporter implements ConsumingComponent {
 
   async start(host: Host): Promise<void> {
     this.host = host
-    this.queue = new RecordQueue<QueuedRow>(host.store, 'clickhouse', this.settings.id.replace('/', '_'), host.cluster.workers > 1)
+    this.queue = new ClickHouseQueue(host.store, this.settings.id.replace('/', '_'))
     this.client = clientOf(this.target)
     publishClickHouse(host.store, this.settings.id, { client: this.client, target: this.target })
     gaugesOf(this.settings.registry).add(this)
@@ -98,9 +101,9 @@ export class ClickHouseExporter implements ConsumingComponent {
   }
 
   /** What the queue gauges show for this exporter. */
-  stats(): { id: string; depth: number; oldestAgeSeconds: number } {
+  stats(): { id: string; depth: number; oldestAgeSeconds: number; dead: number } {
     const q = this.queue!
-    return { id: this.settings.id, depth: q.depth, oldestAgeSeconds: q.oldestAge(this.host!.now()) / 1000 }
+    return { id: this.settings.id, depth: q.depth, oldestAgeSeconds: q.oldestAge(this.host!.now()) / 1000, dead: q.deadLetters }
   }
 
   async shutdown(): Promise<void> {
@@ -175,28 +178,16 @@ export class ClickHouseExporter implements ConsumingComponent {
             continue
           }
         }
-        let send = oldest
-        if (this.uncertain) {
-          const present = await this.present(oldest)
-          if (present.size > 0) {
-            await queue.settle([...present])
-            send = oldest.filter((e) => !present.has(e.id))
-            this.settings.logger.info({ records: present.size }, 'clickhouse already held records of an interrupted insert; not inserting them again')
-          }
-        }
-        if (send.length > 0) {
-          // Unknown from here until the queue has recorded the acknowledgement.
-          this.uncertain = true
-          await insertLines(this.client!, this.target, send.map((e) => e.value.line), this.abort.signal)
-          await queue.settle(send.map((e) => e.id))
-          this.inserted.inc({ exporter: this.settings.id }, send.length)
-        }
+        let send = await this.latest(oldest.map(entryOf))
+        if (this.uncertain) send = await this.absent(send)
+        if (send.length > 0) await this.deliver(send)
         this.uncertain = false
         this.pendingSince = undefined
         this.backoff.reset()
       } catch (err) {
         if (this.stopped) break
         this.errors.inc({ exporter: this.settings.id })
+        if (isMissingTable(err)) this.tableReady = false
         const delay = this.backoff.next()
         if (this.backoff.failures === 1 || this.backoff.failures % 10 === 0)
           this.settings.logger.warn({ err: (err as Error).message, queued: queue.depth, retryInMs: delay }, 'clickhouse insert failed; retrying')
@@ -205,29 +196,94 @@ export class ClickHouseExporter implements ConsumingComponent {
     }
   }
 
+  /**
+   * A record's rows are inserted in version order and never two in one insert (a table of an
+   * earlier build keeps the last one inserted: table.ts): of several versions of a record in
+   * the batch, the highest alone is sent and the others leave the queue, replaced.
+   */
+  private async latest(entries: Entry[]): Promise<Entry[]> {
+    const top = new Map<string, Entry>()
+    for (const e of entries) if ((top.get(e.id)?.version ?? -1) < e.version) top.set(e.id, e)
+    if (top.size === entries.length) return entries
+    const replaced = entries.filter((e) => top.get(e.id) !== e)
+    await this.queue!.settle(replaced.map((e) => e.key))
+    return entries.filter((e) => top.get(e.id) === e)
+  }
+
+  /** The rows ClickHouse does not hold yet; those it holds (an earlier insert stored them) leave the queue. */
+  private async absent(entries: Entry[]): Promise<Entry[]> {
+    const present = await this.present(entries)
+    if (present.size === 0) return entries
+    const held = entries.filter((e) => present.has(rowKey(e.id, e.version)))
+    await this.queue!.settle(held.map((e) => e.key))
+    this.settings.logger.info({ records: held.length }, 'clickhouse already held records of an interrupted insert; not inserting them again')
+    return entries.filter((e) => !present.has(rowKey(e.id, e.version)))
+  }
+
+  /**
+   * Inserts the rows and settles them. When ClickHouse refuses the data itself (table.ts:
+   * refusal), the refused rows are found by inserting the rows in halves, down to one: each
+   * half ClickHouse takes is settled, each row it refuses alone goes to the dead letters (with
+   * the error, logged and counted), and the rest go on. Any other failure is thrown: the whole
+   * remainder is retried after a backoff, after a look-up of what ClickHouse holds.
+   */
+  private async deliver(entries: Entry[]): Promise<void> {
+    // Unknown from here until the queue has recorded the acknowledgement.
+    this.uncertain = true
+    try {
+      await insertLines(this.client!, this.target, entries.map((e) => withVersion(e.value.line, e.version)), this.abort.signal)
+    } catch (err) {
+      const refused = refusal(err)
+      if (refused === undefined || this.stopped) throw err
+      this.errors.inc({ exporter: this.settings.id })
+      const message = (err as Error).message.trim()
+      if (entries.length === 1) {
+        const [e] = entries
+        this.settings.logger.error(
+          { recordId: e.id, version: e.version, code: refused.code, error: `${refused.name}: ${message}` },
+          'ClickHouse refused a record for good; it is kept in the dead letters',
+        )
+        await this.queue!.settle([], [{ id: e.key, status: refused.code, error: `${refused.name}: ${message}`, at: this.host!.now() }])
+        return
+      }
+      // A large insert may be stored in several blocks, some before the refused row: look first.
+      const rest = await this.absent(entries)
+      const half = Math.ceil(rest.length / 2)
+      if (rest.length > 0) await this.deliver(rest.slice(0, half))
+      if (rest.length > half) await this.deliver(rest.slice(half))
+      return
+    }
+    await this.queue!.settle(entries.map((e) => e.key))
+    this.inserted.inc({ exporter: this.settings.id }, entries.length)
+  }
+
   private async createTable(): Promise<void> {
-    for (const query of createTableSql(this.target)) await this.client!.command({ query, abort_signal: this.abort.signal })
+    const state = await ensureTable(this.client!, this.target, this.abort.signal)
+    if (state === 'migrated') this.settings.logger.info({ table: tableOf(this.target) }, 'clickhouse: added the version column to a table of an earlier build')
     this.tableReady = true
   }
 
-  /** Which of these records the table holds already (looked up within their event dates' partitions). */
-  private async present(entries: { id: string; value: QueuedRow }[]): Promise<Set<string>> {
+  /** Which of these rows (record and version) the table holds already, looked up within their event dates' partitions. */
+  private async present(entries: Entry[]): Promise<Set<string>> {
     const found = new Set<string>()
     // In slices, so that each query stays far below ClickHouse's max_query_size (256 KiB).
     for (let i = 0; i < entries.length; i += LOOKUP) {
       const slice = entries.slice(i, i + LOOKUP)
       const dates = [...new Set(slice.map((e) => e.value.date))].map(quote).join(', ')
-      const ids = slice.map((e) => quote(e.id)).join(', ')
+      const ids = [...new Set(slice.map((e) => e.id))].map(quote).join(', ')
       const res = await this.client!.query({
-        query: `SELECT DISTINCT id FROM ${tableOf(this.target)} WHERE event_date IN (${dates}) AND id IN (${ids})`,
+        query: `SELECT DISTINCT id, toString(version) AS version FROM ${tableOf(this.target)} WHERE event_date IN (${dates}) AND id IN (${ids})`,
         format: 'JSONEachRow',
         abort_signal: this.abort.signal,
       })
-      for (const r of (await res.json()) as { id: string }[]) found.add(r.id)
+      for (const r of (await res.json()) as { id: string; version: string }[]) found.add(rowKey(r.id, Number(r.version)))
     }
     return found
   }
 }
+
+const entryOf = ({ id: key, value }: { id: string; value: QueuedRow }): Entry => ({ key, id: value.id ?? key, version: value.version ?? 0, value })
+const rowKey = (id: string, version: number) => `${id}\u0000${version}`
 
 /** The queue gauges, read from the running exporters; every worker sees the one shared queue: max, not a sum. */
 const gaugesOf = (registry: Registry) =>
@@ -236,6 +292,7 @@ const gaugesOf = (registry: Registry) =>
     [
       { name: 'meterd_clickhouse_queue_records', help: 'Records waiting in the clickhouse queue', pick: (s) => s.depth },
       { name: 'meterd_clickhouse_queue_oldest_age_seconds', help: 'Age of the oldest record in the clickhouse queue', pick: (s) => s.oldestAgeSeconds },
+      { name: 'meterd_clickhouse_dead_letter_records', help: 'Records ClickHouse refused for good, kept in the dead letters', pick: (s) => s.dead },
     ],
     'max',
   )

@@ -43,18 +43,21 @@ async function exportParts(caller: Caller, parts: DecodedRequest[], { receiver, 
     const total = itemCount(d) + d.rejected.length
     offered += total
     const reasons: { path?: string; message: string }[] = [...d.rejected]
-    if (d.signal !== 'metrics' && d.items.length > 0 && next[d.signal]) {
+    if (d.signal !== 'metrics' && next[d.signal]) {
       const batch: Batch<unknown> = { items: d.items, ctx: { caller, receiver } }
-      try {
-        await next[d.signal]!.consume(batch)
-      } catch (err) {
-        // Every usage item refused: say so with the decoder's refusals too.
-        if (err instanceof PermanentError && err.code === 'invalid_otlp_items' && d.rejected.length)
-          throw new PermanentError(`${err.message}; ${rejectionMessage(d.rejected)}`, err.code, err.param)
-        throw err
-      }
+      // Spans the consumer does not read were left undecoded (DecodeOptions.spans): they count, unread.
+      if (d.signal === 'traces' && d.positions) batch.ctx.filtered = { count: d.accepted, positions: d.positions }
+      if (d.items.length > 0)
+        try {
+          await next[d.signal]!.consume(batch)
+        } catch (err) {
+          // Every usage item refused: say so with the decoder's refusals too.
+          if (err instanceof PermanentError && err.code === 'invalid_otlp_items' && d.rejected.length)
+            throw new PermanentError(`${err.message}; ${rejectionMessage(d.rejected)}`, err.code, err.param)
+          throw err
+        }
       for (const r of batch.ctx.rejected ?? []) reasons.push({ path: `${d.signal === 'traces' ? 'span' : 'log record'} ${r.index}`, message: r.message })
-      outcome.processed += d.items.length - (batch.ctx.rejected?.length ?? 0)
+      outcome.processed += itemCount(d) - (batch.ctx.rejected?.length ?? 0)
     }
     if (reasons.length) {
       refused += reasons.length

@@ -61,7 +61,9 @@ export class OtlpReceiver implements Component {
   constructor(private readonly settings: CreateSettings, private readonly config: Config, private readonly next: SignalConsumers) {}
 
   async start(host: Host): Promise<void> {
-    const decode = { apiKeyAttributes: this.config.api_key_attributes }
+    // When the traces pipelines read only some spans (the genai connector alone reads GenAI spans),
+    // the others are checked and counted without being decoded.
+    const decode = { apiKeyAttributes: this.config.api_key_attributes, spans: this.next.traces?.spanInterest }
     const target = { receiver: this.settings.id, next: this.next, metrics: this.settings.metrics }
     const http = new OtlpHttp({
       target,

@@ -1,3 +1,4 @@
+import type { SpanInterest } from '../../core/consumer.js'
 import type { LogItem, SpanItem } from '../../model/otlp.js'
 
 /** The three OTLP signals; meterd turns traces and logs into usage and counts metrics. */
@@ -22,7 +23,12 @@ interface DecodedBase {
 
 export interface DecodedTraces extends DecodedBase {
   signal: 'traces'
+  /** The accepted spans as items: all of them, or with DecodeOptions.spans only those the consumer reads. */
   items: SpanItem[]
+  /** Spans accepted: the items and the spans passed over unread. */
+  accepted: number
+  /** With DecodeOptions.spans: item i was accepted span `positions[i]` (BatchContext.filtered). */
+  positions?: number[]
 }
 
 export interface DecodedLogs extends DecodedBase {
@@ -41,11 +47,16 @@ export type DecodedRequest = DecodedTraces | DecodedLogs | DecodedMetrics
 export interface DecodeOptions {
   /** Resource attributes that carry an API key (`<prefix>api_key` for each attribution prefix). */
   apiKeyAttributes?: readonly string[]
+  /**
+   * The spans the traces consumer reads (Consumer.spanInterest): only those become items; the
+   * others are checked as every span is (ids, the message itself) and counted, not decoded.
+   */
+  spans?: SpanInterest
 }
 
 /** How many items a decoded request holds (spans, log records or metric data points). */
 export function itemCount(d: DecodedRequest): number {
-  return d.signal === 'metrics' ? d.dataPoints : d.items.length
+  return d.signal === 'metrics' ? d.dataPoints : d.signal === 'traces' ? d.accepted : d.items.length
 }
 
 /** The `error_message` of a partial success: the first few reasons, and how many more there were. */

@@ -31,7 +31,7 @@ function listOf(v: unknown, name: string): unknown[] {
 }
 
 export function decodeTracesJson(body: unknown, opts: DecodeOptions = {}): DecodedTraces {
-  const out: DecodedTraces = { signal: 'traces', items: [], rejected: [], apiKeys: [] }
+  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, rejected: [], apiKeys: [] }
   const resources = requestOf(body, 'resourceSpans', 'ExportTraceServiceRequest')
   for (let r = 0; r < resources.length; r++) {
     const at = `resourceSpans[${r}]`
@@ -46,7 +46,25 @@ export function decodeTracesJson(body: unknown, opts: DecodeOptions = {}): Decod
       }
     })
   }
+  out.accepted = out.items.length
+  if (opts.spans) readOnly(out, opts.spans.attributePrefixes)
   return out
+}
+
+/** Keeps the items a consumer reads (DecodeOptions.spans): a key of the span or of its resource starts with a prefix. */
+function readOnly(out: DecodedTraces, prefixes: readonly string[]): void {
+  const all = out.items
+  out.items = []
+  out.positions = []
+  const starts = (attributes: Attributes): boolean => {
+    for (const key in attributes) for (const p of prefixes) if (key.startsWith(p)) return true
+    return false
+  }
+  for (let i = 0; i < all.length; i++)
+    if (starts(all[i].resource.attributes) || starts(all[i].span.attributes)) {
+      out.items.push(all[i])
+      out.positions.push(i)
+    }
 }
 
 export function decodeLogsJson(body: unknown, opts: DecodeOptions = {}): DecodedLogs {

@@ -2,8 +2,9 @@ import protobuf from 'protobufjs'
 import { invalid } from '../../core/errors.js'
 import type { AttributeValue, Attributes, LogItem, OtlpResource, OtlpScope, SpanItem } from '../../model/otlp.js'
 import type { DecodeOptions, DecodedLogs, DecodedMetrics, DecodedTraces, ItemRejection } from './batch.js'
-import { ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest } from './proto.js'
-import { ItemError, fixed64Decimal, idFromBytes, int64Value, setAttribute, takeApiKeys, type Int64 } from './values.js'
+import { ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, InstrumentationScope, Resource, Span } from './proto.js'
+import { SPAN_STRIDE, scanTraces, type ScannedTraces } from './scan-traces.js'
+import { ItemError, checkIdBytes, fixed64Decimal, idFromBytes, int64Value, setAttribute, takeApiKeys, type Int64 } from './values.js'
 
 /*
  * OTLP/protobuf → items. protobufjs decodes the whole request (a truncated or malformed message
@@ -23,12 +24,31 @@ function decodeRequest(type: protobuf.Type, buf: Uint8Array, what: string): Mess
   }
 }
 
+/**
+ * An ExportTraceServiceRequest → one item per accepted span. With `opts.spans` (the consumer reads
+ * only some spans), the request is scanned first (scan-traces.ts) and only the spans read, and
+ * their resources, are decoded; the others are checked (their ids) and counted. A request the
+ * scan cannot vouch for is decoded whole, and filtered the same way: the result is the same.
+ */
 export function decodeTracesProto(buf: Uint8Array, opts: DecodeOptions = {}): DecodedTraces {
+  if (opts.spans) {
+    const prefixes = prefixBytes(opts.spans.attributePrefixes)
+    const scanned = scanTraces(buf, prefixes)
+    if (scanned)
+      try {
+        return fromScan(buf, scanned, opts)
+      } catch {
+        // Not expected (the scan follows protobufjs's rules); the whole decode below gives the answer.
+      }
+  }
   const req = decodeRequest(ExportTraceServiceRequest, buf, 'ExportTraceServiceRequest')
-  const out: DecodedTraces = { signal: 'traces', items: [], rejected: [], apiKeys: [] }
+  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, rejected: [], apiKeys: [] }
+  const keys = opts.spans?.attributePrefixes
+  if (keys) out.positions = []
   const resources = req.resourceSpans as Message[]
   for (let r = 0; r < resources.length; r++) {
     const rs = resources[r]
+    const resourceRead = keys !== undefined && rs.resource ? anyKeyStarts(rs.resource.attributes, keys) : false
     const resource = resourceOf(rs.resource, opts, out.apiKeys)
     const scopes = rs.scopeSpans as Message[]
     for (let s = 0; s < scopes.length; s++) {
@@ -37,23 +57,87 @@ export function decodeTracesProto(buf: Uint8Array, opts: DecodeOptions = {}): De
       for (let i = 0; i < spans.length; i++) {
         const sp = spans[i]
         try {
-          const status = sp.status
-          const item: SpanItem = {
-            resource,
-            scope,
-            span: {
-              traceId: idFromBytes(sp.traceId, 16, 'traceId', true),
-              spanId: idFromBytes(sp.spanId, 8, 'spanId', true),
-              parentSpanId: idFromBytes(sp.parentSpanId, 8, 'parentSpanId', false),
-              name: sp.name,
-              kind: sp.kind,
-              startTimeUnixNano: fixed64Decimal(sp.startTimeUnixNano as Int64),
-              endTimeUnixNano: fixed64Decimal(sp.endTimeUnixNano as Int64),
-              attributes: attributesOf(sp.attributes),
-              status: status ? { code: status.code, message: status.message } : { code: 0, message: '' },
-            },
+          const item = spanItem(resource, scope, sp)
+          if (keys === undefined) out.items.push(item)
+          else if (resourceRead || anyKeyStarts(sp.attributes, keys)) {
+            out.items.push(item)
+            out.positions!.push(out.accepted)
           }
-          out.items.push(item)
+          out.accepted++
+        } catch (err) {
+          reject(out.rejected, err, `resourceSpans[${r}].scopeSpans[${s}].spans[${i}]`)
+        }
+      }
+    }
+  }
+  return out
+}
+
+function spanItem(resource: OtlpResource, scope: OtlpScope, sp: Message): SpanItem {
+  const status = sp.status
+  return {
+    resource,
+    scope,
+    span: {
+      traceId: idFromBytes(sp.traceId, 16, 'traceId', true),
+      spanId: idFromBytes(sp.spanId, 8, 'spanId', true),
+      parentSpanId: idFromBytes(sp.parentSpanId, 8, 'parentSpanId', false),
+      name: sp.name,
+      kind: sp.kind,
+      startTimeUnixNano: fixed64Decimal(sp.startTimeUnixNano as Int64),
+      endTimeUnixNano: fixed64Decimal(sp.endTimeUnixNano as Int64),
+      attributes: attributesOf(sp.attributes),
+      status: status ? { code: status.code, message: status.message } : { code: 0, message: '' },
+    },
+  }
+}
+
+/** Whether a decoded KeyValue list has a key starting with one of the prefixes. */
+function anyKeyStarts(list: Message[], prefixes: readonly string[]): boolean {
+  for (let i = 0; i < list.length; i++) {
+    const key = list[i].key as string
+    for (const p of prefixes) if (key.startsWith(p)) return true
+  }
+  return false
+}
+
+const prefixCache = new WeakMap<readonly string[], Uint8Array[]>()
+
+function prefixBytes(prefixes: readonly string[]): Uint8Array[] {
+  let bytes = prefixCache.get(prefixes)
+  if (!bytes) prefixCache.set(prefixes, (bytes = prefixes.map((p) => Buffer.from(p, 'utf8'))))
+  return bytes
+}
+
+/** The items of a scanned request: protobufjs decodes the resources and the spans read; the others are checked. */
+function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions): DecodedTraces {
+  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, positions: [], rejected: [], apiKeys: [] }
+  const t = scanned.spans
+  // One reader over the request; each part is decoded in place, as protobufjs decodes a nested message.
+  const reader = protobuf.Reader.create(buf)
+  const part = (type: protobuf.Type, start: number, end: number): Message => {
+    reader.pos = start
+    return type.decode(reader, end - start)
+  }
+  for (let r = 0; r < scanned.resources.length; r++) {
+    const rs = scanned.resources[r]
+    const resource = resourceOf(rs.resource ? part(Resource, rs.resource[0], rs.resource[1]) : undefined, opts, out.apiKeys)
+    for (let s = 0; s < rs.scopes.length; s++) {
+      const ss = rs.scopes[s]
+      let scope: OtlpScope | undefined
+      for (let i = 0; i < ss.count; i++) {
+        const at = (ss.first + i) * SPAN_STRIDE
+        try {
+          if (rs.read || t[at + 2] === 1) {
+            scope ??= scopeOf(ss.scope ? part(InstrumentationScope, ss.scope[0], ss.scope[1]) : undefined)
+            out.items.push(spanItem(resource, scope, part(Span, t[at], t[at + 1])))
+            out.positions!.push(out.accepted)
+          } else {
+            checkIdBytes(buf, t[at + 3], t[at + 4], 16, 'traceId', true)
+            checkIdBytes(buf, t[at + 5], t[at + 6], 8, 'spanId', true)
+            checkIdBytes(buf, t[at + 7], t[at + 8], 8, 'parentSpanId', false)
+          }
+          out.accepted++
         } catch (err) {
           reject(out.rejected, err, `resourceSpans[${r}].scopeSpans[${s}].spans[${i}]`)
         }

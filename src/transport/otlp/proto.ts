@@ -41,3 +41,8 @@ export const SERVICES = {
   logs: 'opentelemetry.proto.collector.logs.v1.LogsService',
   metrics: 'opentelemetry.proto.collector.metrics.v1.MetricsService',
 } as const
+
+/** The parts of a trace export decoded one by one when only some spans are read (scan-traces.ts). */
+export const Span = type('opentelemetry.proto.trace.v1.Span')
+export const Resource = type('opentelemetry.proto.resource.v1.Resource')
+export const InstrumentationScope = type('opentelemetry.proto.common.v1.InstrumentationScope')

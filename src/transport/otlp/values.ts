@@ -47,10 +47,20 @@ export function idFromBytes(bytes: Uint8Array | undefined, size: number, name: s
     if (required) throw new ItemError(`${name} is required`)
     return ''
   }
-  if (bytes.length !== size) throw new ItemError(`${name} must be ${size} bytes, got ${bytes.length}`)
-  const hex = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('hex')
-  if (isZero(hex)) throw new ItemError(`${name} must not be all zero`)
-  return hex
+  checkIdBytes(bytes, 0, bytes.length, size, name, required)
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('hex')
+}
+
+/** idFromBytes' checks on `buf[start, end)`, without making the hex: an ItemError when the id is bad. */
+export function checkIdBytes(buf: Uint8Array, start: number, end: number, size: number, name: string, required: boolean): void {
+  const length = end - start
+  if (length === 0) {
+    if (required) throw new ItemError(`${name} is required`)
+    return
+  }
+  if (length !== size) throw new ItemError(`${name} must be ${size} bytes, got ${length}`)
+  for (let i = start; i < end; i++) if (buf[i] !== 0) return
+  throw new ItemError(`${name} must not be all zero`)
 }
 
 /**

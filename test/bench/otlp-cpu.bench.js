@@ -1,0 +1,242 @@
+/**
+ * CPU per OTLP export, counted rather than timed (issue 16's "where the time goes", for A/B on
+ * a shared machine): the exports of otlp.bench.js (100 spans, 10 of them GenAI chat spans with
+ * response ids never used before, so each export stores ten usage records durably) sent to
+ * meterd and to the bare servers of otlp.bench.js, over OTLP/HTTP and OTLP/gRPC, each server
+ * under `valgrind --tool=callgrind`, which counts the instructions every thread executes.
+ *
+ * For each server: start it with instrumentation off, send WARMUP exports (V8 compiles the hot
+ * path), turn instrumentation on and send WARMUP / 4 more, zero the counters, send exactly
+ * EXPORTS exports with CONNECTIONS in flight, and dump. Instructions per export = the dump's
+ * total over every thread (main, lmdb-js's writer, libuv's pool, V8's GC helpers) / EXPORTS,
+ * without V8's optimizing compiler finishing the warm-up's work. Instructions leave out cache
+ * misses and stalls: otlp.bench.js measures the throughput the targets are about.
+ *
+ * The ratio printed is bare / meterd, to set beside the throughput targets (≥ 0.5): when both
+ * servers are bound by their CPU, spans/s scale with the inverse of the instructions per export.
+ *
+ * Needs valgrind; without it the bench says so and exits 0. Env: OTLP_CPU_EXPORTS (default
+ * 600), OTLP_CPU_WARMUP (default 2000), OTLP_CPU_CONNECTIONS (default 32),
+ * OTLP_CPU_ONLY=http|grpc, OTLP_CPU_KEEP=1 keeps the dumps (for callgrind_annotate; with
+ * OTLP_CPU_NODE_ARGS=--perf-basic-prof, /tmp/perf-<pid>.map names the JIT code in them).
+ * Run: `npm run bench -- otlp-cpu`.
+ */
+import { execFile, execFileSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fmt, freePort, header, line, spawnMeterd, spawnScript, PACKAGE_ROOT } from './lib.js'
+
+const EXPORTS = Math.max(50, Number(process.env.OTLP_CPU_EXPORTS) || 600)
+const WARMUP = Math.max(50, Number(process.env.OTLP_CPU_WARMUP) || 2000)
+const CONNECTIONS = Math.max(1, Number(process.env.OTLP_CPU_CONNECTIONS) || 32)
+const ONLY = process.env.OTLP_CPU_ONLY
+const KEEP = Boolean(process.env.OTLP_CPU_KEEP)
+const NODE_ARGS = ['--min-semi-space-size=16', '--max-semi-space-size=16', ...(process.env.OTLP_CPU_NODE_ARGS ?? '').split(' ').filter(Boolean)]
+const SPANS = 100
+
+try {
+  execFileSync('valgrind', ['--version'], { stdio: 'ignore' })
+  execFileSync('callgrind_control', ['-h'], { stdio: 'ignore' })
+} catch {
+  header('otlp-cpu: valgrind (callgrind) is not installed; skipped')
+  process.exit(0)
+}
+
+const { ExportTraceServiceRequest, SERVICES } = await import('../../dist/src/transport/otlp/proto.js')
+const grpc = await import('@grpc/grpc-js')
+const { Pool } = await import('undici')
+
+let seq = 0
+const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
+/** The export of otlp.bench.js: 100 spans, every tenth a GenAI chat span with a new response id. */
+function exportBody() {
+  const now = BigInt(Date.now()) * 1_000_000n
+  const kv = (key, value) => ({ key, value })
+  const spans = []
+  for (let i = 0; i < SPANS; i++) {
+    const attributes = [kv('http.request.method', { stringValue: 'POST' }), kv('http.route', { stringValue: '/api/answer' }), kv('http.response.status_code', { intValue: 200 }), kv('server.address', { stringValue: 'api.example.com' })]
+    if (i % 10 === 0)
+      attributes.push(
+        kv('gen_ai.operation.name', { stringValue: 'chat' }),
+        kv('gen_ai.provider.name', { stringValue: 'openai' }),
+        kv('gen_ai.request.model', { stringValue: 'gpt-4o' }),
+        kv('gen_ai.response.id', { stringValue: `chatcmpl-cpu-${run}-${seq++}` }),
+        kv('gen_ai.usage.input_tokens', { intValue: 1200 }),
+        kv('gen_ai.usage.output_tokens', { intValue: 300 }),
+      )
+    spans.push({ traceId: randomBytes(16), spanId: randomBytes(8), name: i % 10 === 0 ? 'chat gpt-4o' : 'POST /api/answer', kind: 3, startTimeUnixNano: String(now), endTimeUnixNano: String(now + 1_234_567n), attributes, status: { code: 1 } })
+  }
+  const msg = { resourceSpans: [{ resource: { attributes: [kv('service.name', { stringValue: 'bench' }), kv('revenium.organization.name', { stringValue: 'AcmeOrg' })] }, scopeSpans: [{ scope: { name: 'bench' }, spans }] }] }
+  return Buffer.from(ExportTraceServiceRequest.encode(ExportTraceServiceRequest.fromObject(msg)).finish())
+}
+
+// The bare servers of otlp.bench.js.
+const proto = JSON.stringify(PACKAGE_ROOT + '/dist/src/transport/otlp/proto.js')
+const BARE_HTTP = `
+  import { createServer } from 'node:http'
+  const { ExportTraceServiceRequest } = await import(${proto})
+  createServer((req, res) => {
+    const chunks = []
+    req.on('data', (c) => chunks.push(c))
+    req.on('end', () => {
+      if (req.method === 'POST') ExportTraceServiceRequest.decode(Buffer.concat(chunks))
+      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': 0 })
+      res.end()
+    })
+  }).listen(Number(process.env.PORT), '127.0.0.1')
+`
+const BARE_GRPC = `
+  import { createServer } from 'node:http'
+  import * as grpc from '@grpc/grpc-js'
+  const { ExportTraceServiceRequest, SERVICES } = await import(${proto})
+  const id = (b) => b
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': 4 * 1024 * 1024 })
+  server.addService({ Export: { path: '/' + SERVICES.traces + '/Export', requestStream: false, responseStream: false, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id } }, {
+    Export: (call, done) => { ExportTraceServiceRequest.decode(call.request); done(null, Buffer.alloc(0)) },
+  })
+  server.bindAsync('127.0.0.1:' + process.env.GRPC_PORT, grpc.ServerCredentials.createInsecure(), () => {
+    createServer((_, res) => res.end('ok')).listen(Number(process.env.PORT), '127.0.0.1')
+  })
+`
+
+/** Sends `count` exports with CONNECTIONS in flight; throws on a failed one. */
+async function load(target, key, count) {
+  const bodies = Array.from({ length: Math.min(count, 500) }, exportBody)
+  let sent = 0
+  if (target.grpcPort) {
+    const md = new grpc.Metadata()
+    if (key) md.set('x-api-key', key)
+    const clients = Array.from({ length: Math.max(1, CONNECTIONS / 4) }, () => new grpc.Client(`127.0.0.1:${target.grpcPort}`, grpc.credentials.createInsecure()))
+    const id = (b) => b
+    try {
+      await Promise.all(
+        Array.from({ length: CONNECTIONS }, async (_, c) => {
+          while (sent < count) {
+            const body = sent < bodies.length ? bodies[sent] : exportBody()
+            sent++
+            const err = await new Promise((resolve) => clients[c % clients.length].makeUnaryRequest(`/${SERVICES.traces}/Export`, id, id, body, md, { deadline: Date.now() + 600_000 }, (e) => resolve(e)))
+            if (err) throw err
+          }
+        }),
+      )
+    } finally {
+      for (const c of clients) c.close()
+    }
+    return
+  }
+  const client = new Pool(target.url, { connections: CONNECTIONS, headersTimeout: 600_000, bodyTimeout: 600_000 })
+  try {
+    await Promise.all(
+      Array.from({ length: CONNECTIONS }, async () => {
+        while (sent < count) {
+          const body = sent < bodies.length ? bodies[sent] : exportBody()
+          sent++
+          const res = await client.request({ path: '/v2/otlp/v1/traces', method: 'POST', headers: { 'content-type': 'application/x-protobuf', 'x-api-key': key }, body })
+          await res.body.dump()
+          if (res.statusCode !== 200) throw new Error(`an export was answered ${res.statusCode}`)
+        }
+      }),
+    )
+  } finally {
+    await client.close()
+  }
+}
+
+const control = (pid, ...args) =>
+  new Promise((resolve, reject) => execFile('callgrind_control', [...args, String(pid)], { timeout: 120_000 }, (err, stdout) => (err ? reject(err) : resolve(stdout))))
+
+/** The newest dump's instructions per thread, and those of V8's optimizing compiler in each. */
+function lastDump(dir, pid) {
+  const files = readdirSync(dir).filter((f) => f.startsWith(`cg.${pid}.`))
+  const seqOf = (f) => Number(/^cg\.\d+\.(\d+)/.exec(f)?.[1] ?? -1)
+  const last = Math.max(...files.map(seqOf))
+  if (!files.length || last < 0) throw new Error(`callgrind wrote no dump for ${pid} in ${dir}`)
+  return files
+    .filter((f) => seqOf(f) === last)
+    .map((f) => {
+      const text = readFileSync(join(dir, f), 'utf8')
+      const m = /^totals: (\d+)/m.exec(text) ?? /^summary: (\d+)/m.exec(text)
+      return { thread: Number(/-(\d+)$/.exec(f)?.[1] ?? 1), ir: m ? Number(m[1]) : 0, compiling: compilerInstructions(text), file: join(dir, f) }
+    })
+}
+
+/** Own instructions of functions under v8::internal::compiler in one dump file. */
+function compilerInstructions(text) {
+  const names = new Map()
+  let compiling = 0
+  let current = false
+  let skip = false
+  for (const l of text.split('\n')) {
+    if (l.startsWith('cfn=')) {
+      const m = /^cfn=\((\d+)\) (.*)$/.exec(l)
+      if (m) names.set(m[1], m[2])
+    } else if (l.startsWith('fn=')) {
+      const m = /^fn=\((\d+)\)(?: (.*))?$/.exec(l)
+      if (m) {
+        if (m[2] !== undefined) names.set(m[1], m[2])
+        current = (names.get(m[1]) ?? '').includes('v8::internal::compiler::')
+      }
+    } else if (/^[+-]?\d/.test(l)) {
+      const parts = l.trim().split(/\s+/)
+      const ir = Number(parts[parts.length - 1])
+      if (!skip && current && Number.isFinite(ir)) compiling += ir
+      skip = false
+      continue
+    }
+    skip = l.startsWith('calls=')
+  }
+  return compiling
+}
+
+/** Instructions per export of a server that `start({ wrapper, nodeArgs })` starts; `target(server)` says where to send. */
+async function measure(label, start, target) {
+  const dir = mkdtempSync(join(tmpdir(), 'meterd-otlp-callgrind-'))
+  const wrapper = ['valgrind', '--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${join(dir, 'cg.%p')}`]
+  const t0 = Date.now()
+  const server = await start({ wrapper, nodeArgs: NODE_ARGS, readyTimeoutMs: 180_000 })
+  const to = target(server)
+  try {
+    await load(to, server.key, WARMUP)
+    await control(server.pid, '--instr=on')
+    await load(to, server.key, Math.ceil(WARMUP / 4))
+    await control(server.pid, '--zero')
+    await load(to, server.key, EXPORTS)
+    await control(server.pid, '--dump')
+    const threads = lastDump(dir, server.pid)
+    const total = threads.reduce((a, t) => a + t.ir, 0)
+    const compiling = threads.reduce((a, t) => a + t.compiling, 0)
+    const main = threads.find((t) => t.thread === 1) ?? { ir: 0, compiling: 0 }
+    const perExport = (total - compiling) / EXPORTS
+    line(label, `${fmt(perExport)} instructions/export (main thread ${fmt((main.ir - main.compiling) / EXPORTS)}; ${fmt((Date.now() - t0) / 1000)} s under callgrind)`)
+    if (KEEP) line(`  ${label}, dumps`, threads.map((t) => t.file).join(' '))
+    return perExport
+  } finally {
+    await server.stop()
+    if (!KEEP) rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+header(`otlp-cpu: ${SPANS} spans per export (10 GenAI) under callgrind, ${EXPORTS} exports after ${WARMUP} warm-up, ${CONNECTIONS} in flight`)
+const meterdConfig = async (spawn, grpcPort) =>
+  spawnMeterd({
+    ...spawn,
+    // The own OTLP/HTTP listener off in the config (an empty METERD_OTLP_HTTP_ENDPOINT means its default, 4318).
+    config: { extensions: { ratelimit: { limits: { metering: 1_000_000 } } }, receivers: { otlp: { grpc: { endpoint: grpcPort ? `127.0.0.1:${grpcPort}` : '' }, http: { endpoint: '' } } } },
+  })
+for (const transport of ['http', 'grpc']) {
+  if (ONLY && ONLY !== transport) continue
+  let bare
+  let meterd
+  if (transport === 'http') {
+    bare = await measure('OTLP/HTTP bare node:http + protobufjs', (spawn) => spawnScript(BARE_HTTP, spawn), (s) => ({ url: s.url }))
+    meterd = await measure('OTLP/HTTP meterd', (spawn) => meterdConfig(spawn), (s) => ({ url: s.url }))
+  } else {
+    const bareGrpcPort = await freePort()
+    bare = await measure('OTLP/gRPC bare grpc-js + protobufjs', (spawn) => spawnScript(BARE_GRPC, { ...spawn, env: { GRPC_PORT: String(bareGrpcPort) } }), () => ({ grpcPort: bareGrpcPort }))
+    const grpcPort = await freePort()
+    meterd = await measure('OTLP/gRPC meterd', (spawn) => meterdConfig(spawn, grpcPort), () => ({ grpcPort }))
+  }
+  line(`OTLP/${transport === 'http' ? 'HTTP' : 'gRPC'} bare / meterd instructions`, fmt(bare / meterd, 2))
+}

@@ -73,21 +73,55 @@ function writePath(obj: Obj, parts: readonly string[], value: unknown): void {
   let o = obj
   for (let i = 0; i < parts.length - 1; i++) {
     const next = o[parts[i]]
-    o = isObj(next) ? next : (o[parts[i]] = {}) as Obj
+    o = isObj(next) ? next : (put(o, parts[i], {}) as Obj)
   }
-  o[parts[parts.length - 1]] = value
+  put(o, parts[parts.length - 1], value)
 }
+
+/**
+ * Sets `o[key]` and returns the value. V8 adds a property by assignment with a computed key
+ * (`o[key] = v`, and Reflect.set, Object.assign) as a "keyed" store, and turns the object into a
+ * slow dictionary when it already holds more than a dozen properties outside the object itself —
+ * as every copy made by withoutKey() does (an object JSON.parse made holds its properties inside
+ * itself, and stays fast). A record body in dictionary mode costs every later reader: the store's
+ * encoding of one took three times as long (test/bench/routing.bench.js). So a key is added to
+ * such a copy by definition, a named store, which keeps the object fast up to 128 properties;
+ * to any other object by assignment, which costs a tenth of a definition.
+ */
+function put(o: Obj, key: string, value: unknown): unknown {
+  if (!COPIES.has(o) || Object.hasOwn(o, key)) o[key] = value
+  else {
+    NEW_PROPERTY.value = value
+    Object.defineProperty(o, key, NEW_PROPERTY)
+    NEW_PROPERTY.value = undefined
+  }
+  return value
+}
+
+/** The objects withoutKey() made (see put). */
+const COPIES = new WeakSet<object>()
+
+/** The descriptor of put()'s new properties (reused: defineProperty reads it and keeps nothing). */
+const NEW_PROPERTY: PropertyDescriptor = { value: undefined, writable: true, enumerable: true, configurable: true }
 
 /**
  * `obj` without the value at `parts`. The object that held the key is copied without it rather
  * than changed with `delete`, which turns an object into a slow dictionary that every later
  * read, spread and encoding pays for; the objects above it get the copy in place of the
- * original. Returns `obj` itself when there was nothing to remove, or when only a nested object changed.
+ * original. The one exception is the object's newest key (its last, as a client's JSON listed
+ * it): V8 deletes that one by undoing the step that added it, and the object stays fast with no
+ * copy. Returns `obj` itself when there was nothing to remove, when that key was deleted in
+ * place, or when only a nested object changed. Only for objects no other item holds.
  */
 function withoutPath(obj: Obj, parts: readonly string[], i = 0): Obj {
   const key = parts[i]
   if (!Object.hasOwn(obj, key)) return obj
-  if (i === parts.length - 1) return withoutKey(obj, key)
+  if (i === parts.length - 1) {
+    const keys = Object.keys(obj)
+    if (keys[keys.length - 1] !== key) return withoutKey(obj, key)
+    delete obj[key]
+    return obj
+  }
   const child = obj[key]
   if (!isObj(child)) return obj
   const next = withoutPath(child, parts, i + 1)
@@ -98,6 +132,7 @@ function withoutPath(obj: Obj, parts: readonly string[], i = 0): Obj {
 function withoutKey(obj: Obj, key: string): Obj {
   // Object rest: V8 copies in one step (a loop of assignments is ten times slower, delete five).
   const { [key]: _removed, ...rest } = obj
+  COPIES.add(rest)
   return rest
 }
 
@@ -139,7 +174,7 @@ function flatKeyField<T>(container: Container<T>, key: string): Field<T> {
     get: (item) => present(read(container.get(item))),
     set: (item, v) => {
       const c = container.get(item)
-      if (c && !container.shared) c[key] = v
+      if (c && !container.shared) put(c, key, v)
       else container.put(item, { ...c, [key]: v })
     },
     remove: (item) => {

@@ -85,6 +85,19 @@ function check(config: Config, ctx: CheckContext): ConfigIssue[] {
 // crypto.hash: the one-shot digest, without a Hash object per value.
 const sha256 = (v: unknown): string => hash('sha256', typeof v === 'string' ? v : JSON.stringify(v), 'hex')
 
+/**
+ * The first `n` code points of `s`: a cut that never splits a surrogate pair (a lone surrogate
+ * counts as one, as in Array.from), without an array of every character.
+ */
+export function firstCodePoints(s: string, n: number): string {
+  let end = 0
+  for (let k = 0; k < n && end < s.length; k++) {
+    const c = s.charCodeAt(end)
+    end += c >= 0xd800 && c <= 0xdbff && end + 1 < s.length && (s.charCodeAt(end + 1) & 0xfc00) === 0xdc00 ? 2 : 1
+  }
+  return end === s.length ? s : s.slice(0, end)
+}
+
 /** An action bound to its field(s): changes one item in place. */
 function compileAction(a: ActionConfig, catalog: FieldCatalog): (item: unknown) => void {
   const f = writable(catalog, a.key) as Field
@@ -110,8 +123,7 @@ function compileAction(a: ActionConfig, catalog: FieldCatalog): (item: unknown) 
       const n = a.length!
       return (item) => {
         const v = get(item)
-        // Cut by code points, so a surrogate pair is never split.
-        if (typeof v === 'string' && v.length > n) set(item, Array.from(v).slice(0, n).join(''))
+        if (typeof v === 'string' && v.length > n) set(item, firstCodePoints(v, n))
       }
     }
     case 'rename': {

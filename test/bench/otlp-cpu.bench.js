@@ -22,11 +22,11 @@
  * Run: `npm run bench -- otlp-cpu`.
  */
 import { execFile, execFileSync } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fmt, freePort, header, line, spawnMeterd, spawnScript, PACKAGE_ROOT } from './lib.js'
+import { BARE_GRPC, BARE_HTTP, SPANS, exportMaker } from './otlp-load.js'
+import { fmt, freePort, header, line, spawnMeterd, spawnScript } from './lib.js'
 
 const EXPORTS = Math.max(50, Number(process.env.OTLP_CPU_EXPORTS) || 600)
 const WARMUP = Math.max(50, Number(process.env.OTLP_CPU_WARMUP) || 2000)
@@ -34,7 +34,6 @@ const CONNECTIONS = Math.max(1, Number(process.env.OTLP_CPU_CONNECTIONS) || 32)
 const ONLY = process.env.OTLP_CPU_ONLY
 const KEEP = Boolean(process.env.OTLP_CPU_KEEP)
 const NODE_ARGS = ['--min-semi-space-size=16', '--max-semi-space-size=16', ...(process.env.OTLP_CPU_NODE_ARGS ?? '').split(' ').filter(Boolean)]
-const SPANS = 100
 
 try {
   execFileSync('valgrind', ['--version'], { stdio: 'ignore' })
@@ -44,62 +43,13 @@ try {
   process.exit(0)
 }
 
-const { ExportTraceServiceRequest, SERVICES } = await import('../../dist/src/transport/otlp/proto.js')
+const { SERVICES } = await import('../../dist/src/transport/otlp/proto.js')
 const grpc = await import('@grpc/grpc-js')
 const { Pool } = await import('undici')
 
-let seq = 0
-const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
-/** The export of otlp.bench.js: 100 spans, every tenth a GenAI chat span with a new response id. */
-function exportBody() {
-  const now = BigInt(Date.now()) * 1_000_000n
-  const kv = (key, value) => ({ key, value })
-  const spans = []
-  for (let i = 0; i < SPANS; i++) {
-    const attributes = [kv('http.request.method', { stringValue: 'POST' }), kv('http.route', { stringValue: '/api/answer' }), kv('http.response.status_code', { intValue: 200 }), kv('server.address', { stringValue: 'api.example.com' })]
-    if (i % 10 === 0)
-      attributes.push(
-        kv('gen_ai.operation.name', { stringValue: 'chat' }),
-        kv('gen_ai.provider.name', { stringValue: 'openai' }),
-        kv('gen_ai.request.model', { stringValue: 'gpt-4o' }),
-        kv('gen_ai.response.id', { stringValue: `chatcmpl-cpu-${run}-${seq++}` }),
-        kv('gen_ai.usage.input_tokens', { intValue: 1200 }),
-        kv('gen_ai.usage.output_tokens', { intValue: 300 }),
-      )
-    spans.push({ traceId: randomBytes(16), spanId: randomBytes(8), name: i % 10 === 0 ? 'chat gpt-4o' : 'POST /api/answer', kind: 3, startTimeUnixNano: String(now), endTimeUnixNano: String(now + 1_234_567n), attributes, status: { code: 1 } })
-  }
-  const msg = { resourceSpans: [{ resource: { attributes: [kv('service.name', { stringValue: 'bench' }), kv('revenium.organization.name', { stringValue: 'AcmeOrg' })] }, scopeSpans: [{ scope: { name: 'bench' }, spans }] }] }
-  return Buffer.from(ExportTraceServiceRequest.encode(ExportTraceServiceRequest.fromObject(msg)).finish())
-}
+const exportBody = exportMaker(`cpu-${process.pid.toString(36)}-${Date.now().toString(36)}`)
 
-// The bare servers of otlp.bench.js.
-const proto = JSON.stringify(PACKAGE_ROOT + '/dist/src/transport/otlp/proto.js')
-const BARE_HTTP = `
-  import { createServer } from 'node:http'
-  const { ExportTraceServiceRequest } = await import(${proto})
-  createServer((req, res) => {
-    const chunks = []
-    req.on('data', (c) => chunks.push(c))
-    req.on('end', () => {
-      if (req.method === 'POST') ExportTraceServiceRequest.decode(Buffer.concat(chunks))
-      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': 0 })
-      res.end()
-    })
-  }).listen(Number(process.env.PORT), '127.0.0.1')
-`
-const BARE_GRPC = `
-  import { createServer } from 'node:http'
-  import * as grpc from '@grpc/grpc-js'
-  const { ExportTraceServiceRequest, SERVICES } = await import(${proto})
-  const id = (b) => b
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': 4 * 1024 * 1024 })
-  server.addService({ Export: { path: '/' + SERVICES.traces + '/Export', requestStream: false, responseStream: false, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id } }, {
-    Export: (call, done) => { ExportTraceServiceRequest.decode(call.request); done(null, Buffer.alloc(0)) },
-  })
-  server.bindAsync('127.0.0.1:' + process.env.GRPC_PORT, grpc.ServerCredentials.createInsecure(), () => {
-    createServer((_, res) => res.end('ok')).listen(Number(process.env.PORT), '127.0.0.1')
-  })
-`
+
 
 /** Sends `count` exports with CONNECTIONS in flight; throws on a failed one. */
 async function load(target, key, count) {

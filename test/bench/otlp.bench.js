@@ -13,71 +13,22 @@
  * the best round of each; the load generator runs in this process, on the same two cores.
  * Run: `npm run bench -- otlp.bench` (BENCH_SECONDS=n per round).
  */
-import { randomBytes } from 'node:crypto'
-import { BENCH_SECONDS, check, cpuSeconds, fmt, freePort, header, line, ratioLine, spawnMeterd, spawnScript, stealMeter, PACKAGE_ROOT } from './lib.js'
+import { BARE_GRPC, BARE_HTTP, SPANS, exportMaker } from './otlp-load.js'
+import { BENCH_SECONDS, check, cpuSeconds, fmt, freePort, header, line, ratioLine, spawnMeterd, spawnScript, stealMeter } from './lib.js'
 
-const { ExportTraceServiceRequest, SERVICES } = await import('../../dist/src/transport/otlp/proto.js')
+const { SERVICES } = await import('../../dist/src/transport/otlp/proto.js')
 const grpc = await import('@grpc/grpc-js')
 const { Pool } = await import('undici')
 
-const SPANS = 100
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS) || 2)
 const POOL = 3000
 const CONNECTIONS = 32
 
-let seq = 0
-/** One export: 100 spans, every tenth a GenAI chat span with a response id never used before. */
-function exportBody() {
-  const now = BigInt(Date.now()) * 1_000_000n
-  const kv = (key, value) => ({ key, value })
-  const spans = []
-  for (let i = 0; i < SPANS; i++) {
-    const attributes = [kv('http.request.method', { stringValue: 'POST' }), kv('http.route', { stringValue: '/api/answer' }), kv('http.response.status_code', { intValue: 200 }), kv('server.address', { stringValue: 'api.example.com' })]
-    if (i % 10 === 0)
-      attributes.push(
-        kv('gen_ai.operation.name', { stringValue: 'chat' }),
-        kv('gen_ai.provider.name', { stringValue: 'openai' }),
-        kv('gen_ai.request.model', { stringValue: 'gpt-4o' }),
-        kv('gen_ai.response.id', { stringValue: `chatcmpl-bench-${process.pid}-${seq++}` }),
-        kv('gen_ai.usage.input_tokens', { intValue: 1200 }),
-        kv('gen_ai.usage.output_tokens', { intValue: 300 }),
-      )
-    spans.push({ traceId: randomBytes(16), spanId: randomBytes(8), name: i % 10 === 0 ? 'chat gpt-4o' : 'POST /api/answer', kind: 3, startTimeUnixNano: String(now), endTimeUnixNano: String(now + 1_234_567n), attributes, status: { code: 1 } })
-  }
-  const msg = { resourceSpans: [{ resource: { attributes: [kv('service.name', { stringValue: 'bench' }), kv('revenium.organization.name', { stringValue: 'AcmeOrg' })] }, scopeSpans: [{ scope: { name: 'bench' }, spans }] }] }
-  return Buffer.from(ExportTraceServiceRequest.encode(ExportTraceServiceRequest.fromObject(msg)).finish())
-}
 
 /** Fresh bodies for each round (a repeated response id would be answered from dedup, which is cheaper). */
+const exportBody = exportMaker(`bench-${process.pid}`)
 const bodies = () => Array.from({ length: POOL }, exportBody)
 
-// The bare servers decode with the same protos and answer an empty Export response.
-const BARE_HTTP = `
-  import { createServer } from 'node:http'
-  const { ExportTraceServiceRequest } = await import(${JSON.stringify(PACKAGE_ROOT + '/dist/src/transport/otlp/proto.js')})
-  createServer((req, res) => {
-    const chunks = []
-    req.on('data', (c) => chunks.push(c))
-    req.on('end', () => {
-      if (req.method === 'POST') ExportTraceServiceRequest.decode(Buffer.concat(chunks))
-      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': 0 })
-      res.end()
-    })
-  }).listen(Number(process.env.PORT), '127.0.0.1')
-`
-const BARE_GRPC = `
-  import { createServer } from 'node:http'
-  import * as grpc from '@grpc/grpc-js'
-  const { ExportTraceServiceRequest, SERVICES } = await import(${JSON.stringify(PACKAGE_ROOT + '/dist/src/transport/otlp/proto.js')})
-  const id = (b) => b
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': 4 * 1024 * 1024 })
-  server.addService({ Export: { path: '/' + SERVICES.traces + '/Export', requestStream: false, responseStream: false, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id } }, {
-    Export: (call, done) => { ExportTraceServiceRequest.decode(call.request); done(null, Buffer.alloc(0)) },
-  })
-  server.bindAsync('127.0.0.1:' + process.env.GRPC_PORT, grpc.ServerCredentials.createInsecure(), () => {
-    createServer((_, res) => res.end('ok')).listen(Number(process.env.PORT), '127.0.0.1')
-  })
-`
 
 /** Closed-loop OTLP/HTTP load: CONNECTIONS requests in flight for `seconds`; resolves to exports answered 200 per second. */
 async function httpLoad(url, key, pool, seconds) {

@@ -71,7 +71,7 @@ const TRANSACTION_KEYS = ['transaction_id', 'request_id', 'gen_ai.response.id'] 
  * stable hash of what identifies the item (trace id + span id, or the log record).
  */
 export function transactionId(v: AttributeView, extra: readonly string[], fallback: () => string): string {
-  const id = v.string(...TRANSACTION_KEYS, ...extra)
+  const id = v.stringOf(TRANSACTION_KEYS) ?? v.stringOf(extra)
   if (id === undefined) return digest(fallback())
   return id.length <= 255 ? id : digest(id)
 }

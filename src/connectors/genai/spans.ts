@@ -88,19 +88,19 @@ function providerOf(raw: string | undefined, model: string): string {
  */
 function genAi(v: AttributeView, op: string | undefined): CompletionDraft | undefined {
   const inference = op !== undefined && OPERATIONS[op] !== undefined
-  if (!inference && !(v.has(...PROVIDER) && v.has(...INPUT, ...OUTPUT))) return undefined
-  const model = requireModel(v.string(...MODEL), 'gen_ai.request.model')
+  if (!inference && !(v.hasAny(PROVIDER) && (v.hasAny(INPUT) || v.hasAny(OUTPUT)))) return undefined
+  const model = requireModel(v.stringOf(MODEL), 'gen_ai.request.model')
   const requestType = v.string('llm.request.type')?.toLowerCase()
   return {
     model,
-    provider: providerOf(v.string(...PROVIDER), model),
+    provider: providerOf(v.stringOf(PROVIDER), model),
     usage: {
-      input: v.count(...INPUT),
-      output: v.count(...OUTPUT),
-      cacheRead: v.count(...CACHE_READ),
-      cacheCreation: v.count(...CACHE_CREATION),
-      reasoning: v.count(...REASONING),
-      total: v.count(...TOTAL),
+      input: v.countOf(INPUT),
+      output: v.countOf(OUTPUT),
+      cacheRead: v.countOf(CACHE_READ),
+      cacheCreation: v.countOf(CACHE_CREATION),
+      reasoning: v.countOf(REASONING),
+      total: v.countOf(TOTAL),
     },
     counting: 'in-input',
     operationType: (op && OPERATIONS[op]) || (requestType && LLM_REQUEST_TYPES[requestType]) || 'CHAT',

@@ -36,6 +36,11 @@ export class AttributeView {
   }
 
   has(...keys: string[]): boolean {
+    return this.hasAny(keys)
+  }
+
+  /** has() of a list (no array made per call for a constant list). */
+  hasAny(keys: readonly string[]): boolean {
     for (const k of keys) {
       const v = own.call(this.record, k) ? this.record[k] : own.call(this.resource, k) ? this.resource[k] : undefined
       if (v !== undefined && v !== null && v !== '') return true
@@ -56,6 +61,11 @@ export class AttributeView {
 
   /** The first key present, as text (numbers and booleans are written out). */
   string(...keys: string[]): string | undefined {
+    return this.stringOf(keys)
+  }
+
+  /** string() of a list. */
+  stringOf(keys: readonly string[]): string | undefined {
     for (const k of keys) {
       const v = this.value(k)
       if (v === undefined) continue
@@ -70,6 +80,11 @@ export class AttributeView {
 
   /** A token count: a non-negative integer, as a number or a numeric string. */
   count(...keys: string[]): number | undefined {
+    return this.countOf(keys)
+  }
+
+  /** count() of a list. */
+  countOf(keys: readonly string[]): number | undefined {
     for (const k of keys) {
       const v = this.value(k)
       if (v === undefined) continue

@@ -102,14 +102,18 @@ export class OtlpHttp {
   }
 
   private async handle(ctx: RequestContext, target: Target, legacyMetrics: boolean): Promise<Reply> {
-    const parts = await this.decode(ctx, target)
+    // Decoded already when the key was looked for in the body; else decoded here, unremembered
+    // (most exports carry their key in a header: no weak-map entry per request for the GC).
+    const parts = await (this.decoded.get(ctx) ?? this.decodeBody(ctx, target))
     if (this.keyFromBody.has(ctx)) checkPayloadKeys([...new Set(parts.flatMap((d) => d.apiKeys))])
     const outcome = await exportSignals(ctx.principal!, parts, this.s.target)
     if (encodingOf(ctx) === 'protobuf') {
       const signal = parts[0].signal
       const r = outcome.rejected[signal]
       const body = encodeExportResponse(signal, r ? { rejected: r.count, errorMessage: r.message } : undefined)
-      return { status: 200, text: Buffer.from(body), contentType: 'application/x-protobuf' }
+      // Full success is the empty message: as '' the answer's head and (empty) body leave in one
+      // write, where an empty Buffer makes Node write the head and the body apart (writev).
+      return { status: 200, text: body.length === 0 ? '' : Buffer.from(body.buffer, body.byteOffset, body.length), contentType: 'application/x-protobuf' }
     }
     return { status: 200, body: jsonAnswer(parts, outcome, legacyMetrics, this.s.now()) }
   }

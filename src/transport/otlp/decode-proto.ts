@@ -74,14 +74,25 @@ export function decodeTracesProto(buf: Uint8Array, opts: DecodeOptions = {}): De
 }
 
 function spanItem(resource: OtlpResource, scope: OtlpScope, sp: Message): SpanItem {
+  return spanItemWith(
+    resource,
+    scope,
+    sp,
+    idFromBytes(sp.traceId, 16, 'traceId', true),
+    idFromBytes(sp.spanId, 8, 'spanId', true),
+    idFromBytes(sp.parentSpanId, 8, 'parentSpanId', false),
+  )
+}
+
+function spanItemWith(resource: OtlpResource, scope: OtlpScope, sp: Message, traceId: string, spanId: string, parentSpanId: string): SpanItem {
   const status = sp.status
   return {
     resource,
     scope,
     span: {
-      traceId: idFromBytes(sp.traceId, 16, 'traceId', true),
-      spanId: idFromBytes(sp.spanId, 8, 'spanId', true),
-      parentSpanId: idFromBytes(sp.parentSpanId, 8, 'parentSpanId', false),
+      traceId,
+      spanId,
+      parentSpanId,
       name: sp.name,
       kind: sp.kind,
       startTimeUnixNano: fixed64Decimal(sp.startTimeUnixNano as Int64),
@@ -90,6 +101,12 @@ function spanItem(resource: OtlpResource, scope: OtlpScope, sp: Message): SpanIt
       status: status ? { code: status.code, message: status.message } : { code: 0, message: '' },
     },
   }
+}
+
+/** idFromBytes of `buf[start, end)`: the id as lowercase hex, '' when absent, an ItemError when bad. */
+function idAt(buf: Buffer, start: number, end: number, size: number, name: string, required: boolean): string {
+  checkIdBytes(buf, start, end, size, name, required)
+  return start === end ? '' : buf.toString('hex', start, end)
 }
 
 /** Whether a decoded KeyValue list has a key starting with one of the prefixes. */
@@ -115,6 +132,7 @@ function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions):
   const t = scanned.spans
   // One reader over the request; each part is decoded in place, as protobufjs decodes a nested message.
   const reader = protobuf.Reader.create(buf)
+  const hex = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.length)
   const part = (type: protobuf.Type, start: number, end: number): Message => {
     reader.pos = start
     return type.decode(reader, end - start)
@@ -130,7 +148,12 @@ function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions):
         try {
           if (rs.read || t[at + 2] === 1) {
             scope ??= scopeOf(ss.scope ? part(InstrumentationScope, ss.scope[0], ss.scope[1]) : undefined)
-            out.items.push(spanItem(resource, scope, part(Span, t[at], t[at + 1])))
+            // The ids as hex straight from the request's bytes where the scan found them (the
+            // last of a repeated field, as protobufjs keeps): no Buffer made per id.
+            const traceId = idAt(hex, t[at + 3], t[at + 4], 16, 'traceId', true)
+            const spanId = idAt(hex, t[at + 5], t[at + 6], 8, 'spanId', true)
+            const parentSpanId = idAt(hex, t[at + 7], t[at + 8], 8, 'parentSpanId', false)
+            out.items.push(spanItemWith(resource, scope, part(Span, t[at], t[at + 1]), traceId, spanId, parentSpanId))
             out.positions!.push(out.accepted)
           } else {
             checkIdBytes(buf, t[at + 3], t[at + 4], 16, 'traceId', true)

@@ -2,7 +2,7 @@ import protobuf from 'protobufjs'
 import { invalid } from '../../core/errors.js'
 import type { AttributeValue, Attributes, LogItem, OtlpResource, OtlpScope, SpanItem } from '../../model/otlp.js'
 import type { DecodeOptions, DecodedLogs, DecodedMetrics, DecodedTraces, ItemRejection } from './batch.js'
-import { ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, InstrumentationScope, Resource, SpanWithoutIds } from './proto.js'
+import { ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, InstrumentationScope, Resource, Span } from './proto.js'
 import { SPAN_STRIDE, scanTraces, type ScannedTraces } from './scan-traces.js'
 import { ItemError, checkIdBytes, fixed64Decimal, idFromBytes, int64Value, setAttribute, takeApiKeys, type Int64 } from './values.js'
 
@@ -153,7 +153,7 @@ function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions):
             const traceId = idAt(hex, t[at + 3], t[at + 4], 16, 'traceId', true)
             const spanId = idAt(hex, t[at + 5], t[at + 6], 8, 'spanId', true)
             const parentSpanId = idAt(hex, t[at + 7], t[at + 8], 8, 'parentSpanId', false)
-            out.items.push(spanItemWith(resource, scope, part(SpanWithoutIds, t[at], t[at + 1]), traceId, spanId, parentSpanId))
+            out.items.push(spanItemWith(resource, scope, part(Span, t[at], t[at + 1]), traceId, spanId, parentSpanId))
             out.positions!.push(out.accepted)
           } else {
             checkIdBytes(buf, t[at + 3], t[at + 4], 16, 'traceId', true)

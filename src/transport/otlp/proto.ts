@@ -46,17 +46,3 @@ export const SERVICES = {
 export const Span = type('opentelemetry.proto.trace.v1.Span')
 export const Resource = type('opentelemetry.proto.resource.v1.Resource')
 export const InstrumentationScope = type('opentelemetry.proto.common.v1.InstrumentationScope')
-
-/**
- * Span without its ids (trace_id, span_id, parent_span_id), which it skips as unknown fields:
- * the scan found their bytes in the request, where decode-proto.ts reads them as hex, so
- * protobufjs need not make a Buffer of each. Nested in Span, so Span's own names resolve.
- */
-export const SpanWithoutIds = ((): protobuf.Type => {
-  const json = Span.toJSON() as { fields: Record<string, { id: number }> }
-  const fields = Object.fromEntries(Object.entries(json.fields).filter(([, f]) => f.id !== 1 && f.id !== 2 && f.id !== 4))
-  const t = protobuf.Type.fromJSON('WithoutIds', { ...json, nested: undefined, fields } as protobuf.IType)
-  Span.add(t)
-  root.resolveAll()
-  return t
-})()

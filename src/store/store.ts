@@ -151,8 +151,11 @@ export class Store {
     this.closed = true
     this.health.close()
     await this.preallocator?.close()
-    // After a failed commit lmdb-js never settles that batch's flush: nothing more to wait for.
-    if (this.health.writable) await this.root.flushed
+    // After a failed commit lmdb-js never settles that batch's flush, and its close() waits for
+    // it: awaited, close() would never return (a command would end silently with exit 0). The
+    // environment is then left to the process's exit; every committed write is on disk.
+    if (!this.health.writable) return void this.root.close()
+    await this.root.flushed
     await this.root.close()
   }
 }

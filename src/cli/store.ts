@@ -2,6 +2,7 @@ import { storeUnwritableIn } from '../core/errors.js'
 import { quietLmdbWriteLoopErrors, surviveCommitFailures } from '../store/commit-failures.js'
 import { endLmdbWriteErrorLine, freeMiB, lackOfSpace } from '../store/disk-full.js'
 import { Store, type StoreOptions } from '../store/store.js'
+import { isCommitFailure } from '../store/write-health.js'
 import { EX_IOERR, ExitError } from './command.js'
 
 /**
@@ -27,9 +28,12 @@ export async function withStore<T>(opts: StoreOptions, unwritten: string, fn: (s
   try {
     return await fn(store)
   } catch (err) {
-    const unwritable = storeUnwritableIn(err)
-    if (!unwritable) throw err
-    throw fullDisk(opts.path, await causeOf(unwritable.cause), unwritten)
+    // A write through durable() fails as StoreUnwritableError; one of a bare transaction (reprice)
+    // with lmdb-js's own error, which the store is told of here: it then closes without waiting
+    // for that commit's flush, which never comes.
+    const failure = storeUnwritableIn(err)?.cause ?? (isCommitFailure(err) ? (store.health.failed(err), err) : undefined)
+    if (failure === undefined) throw err
+    throw fullDisk(opts.path, await causeOf(failure), unwritten)
   } finally {
     await store.close()
   }

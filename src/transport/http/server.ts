@@ -290,6 +290,8 @@ class Ctx implements RequestContext {
 
   jsonBytes(): Promise<Buffer> {
     const type = this.req.headers['content-type']
+    // What nearly every client sends, taken without parsing the header.
+    if (type === 'application/json') return this.raw()
     if (!isJsonContentType(type)) {
       this.req.resume()
       return Promise.reject(new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'the body must be application/json'))

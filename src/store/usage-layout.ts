@@ -47,7 +47,9 @@ export function migrateUsageLayout(store: Store, usage: UsageStore): void {
     if (found === USAGE_LAYOUT) return // another process migrated first
     if (found !== undefined && found > USAGE_LAYOUT)
       throw new Error(`the data directory ${store.opts.path} was written by a newer meterd (usage layout ${found}); run that version`)
-    if (found === undefined || found < TUPLE_KEY_LAYOUT) {
+    // A new directory (no layout, no record) has nothing to migrate: no database of an earlier layout is opened.
+    const fresh = found === undefined && [...usage.records.getKeys({ limit: 1 })].length === 0
+    if (!fresh && (found === undefined || found < TUPLE_KEY_LAYOUT)) {
       const earlier: EarlierKeys = {
         index: store.db<IndexKey, null>('usage-index'),
         dedup: store.db<IndexKey, DedupEntry>('usage-dedup', { sharedStructures: true, codec: dedupEntryCodec }),

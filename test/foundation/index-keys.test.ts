@@ -12,6 +12,7 @@ import type { ListQuery } from '../../src/ports/usage.js'
 import { Store } from '../../src/store/store.js'
 import { RANGE_END, tupleKeyEncoder } from '../../src/store/tuple-key.js'
 import { USAGE_LAYOUT } from '../../src/store/usage-layout.js'
+import { walkStore } from '../../src/store/walk.js'
 import { removeDir, tempDir } from '../helpers/meterd.js'
 
 const STRUCTURES = Symbol.for('structures')
@@ -182,6 +183,18 @@ t.test('a data directory of usage layout 3 opens in layout 4 with every read as 
   )
   t.same([...kept], [['A6', 'A5']], 'the migrated dedup entry still deduplicates')
   t.same(reopened.usage.list({ team: 'team-a', kind: 'completion', page: 0, size: 3 }).records.map((r) => r.id), ['A7', 'A5', 'A4'])
+})
+
+t.test('a new data directory is in layout 4 from the start, without the databases of earlier layouts', async (t) => {
+  const dir = tempDir('meterd-index-keys-new-')
+  t.teardown(() => removeDir(dir))
+  const path = join(dir, 'data')
+  const store = new Store({ path })
+  t.equal(store.db('meta').get('usage.layout'), USAGE_LAYOUT)
+  await store.close()
+  const names = walkStore(path).map((d) => d.name)
+  t.ok(names.includes('usage-index.4') && names.includes('usage-dedup.4'), 'the databases of layout 4')
+  t.notOk(names.includes('usage-index') || names.includes('usage-dedup'), 'and none of the earlier ones')
 })
 
 t.test('a build of layout 3 refuses a directory of layout 4 instead of misreading it', async (t) => {

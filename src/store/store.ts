@@ -5,9 +5,12 @@ import { checkDataFile } from './check.js'
 import { DATA_FILE_MODE, prepareDataDir } from './data-dir.js'
 import { aheadOfData, Preallocator } from './preallocate.js'
 import type { ValueEncoder, ValueEncoderClass } from './record-codec.js'
+import type { tupleKeyEncoder } from './tuple-key.js'
 import { UsageStore } from './usage-store.js'
 import { WriteHealth, type WriteHealthListener } from './write-health.js'
 import { WriteUnit } from './write-unit.js'
+
+type KeyEncoder = typeof tupleKeyEncoder
 
 const NO_OVERWRITE = { noOverwrite: true } as any // lmdb-js's put options; its types omit noOverwrite
 
@@ -88,11 +91,13 @@ export class Store {
 
   /**
    * A named database; keys and values use lmdb-js's ordered-binary and msgpack encodings.
-   * `codec` derives the database's value encoder from lmdb-js's msgpack one (record-codec.ts).
+   * `codec` derives the database's value encoder from lmdb-js's msgpack one (record-codec.ts);
+   * `keyEncoder` replaces ordered-binary for the keys (and LMDB then compares them with memcmp:
+   * tuple-key.ts).
    */
   db<K extends import('lmdb').Key = import('lmdb').Key, V = any>(
     name: string,
-    opts: { dupSort?: boolean; sharedStructures?: boolean; codec?: (msgpack: ValueEncoderClass) => ValueEncoderClass } = {},
+    opts: { dupSort?: boolean; sharedStructures?: boolean; codec?: (msgpack: ValueEncoderClass) => ValueEncoderClass; keyEncoder?: KeyEncoder } = {},
   ): Database<V, K> {
     let db = this.dbs.get(name)
     if (!db) {

@@ -135,20 +135,35 @@ export class Store {
    * that holds `write`. Read after the commit instead, it would be the flush of whatever batch
    * the other requests had queued meanwhile, and under load every request would wait for one
    * more commit and fsync than its own (docs/performance.md).
+   * `onDurable` runs just before the promise resolves (WriteUnit records that it is committed).
    */
-  durable<T>(write: Promise<T>): Promise<T> {
-    // Called now, while `flushed` still stands for the batch that holds `write`.
-    const flushed = this.root.flushed.then(() => undefined)
+  durable<T>(write: Promise<T>, onDurable?: () => void): Promise<T> {
     this.preallocator?.written()
-    return Promise.all([write, flushed]).then(
-      ([result]) => {
+    // Both outcomes are awaited by hand rather than with Promise.all (its array, element
+    // functions and the extra promise of `flushed.then`): this runs once per request. As with
+    // Promise.all, the first failure rejects (and is counted once), and the result waits for both.
+    return new Promise<T>((resolve, reject) => {
+      let left = 2
+      let result: T
+      let failed = false
+      const settled = (): void => {
+        if (--left > 0) return
         if (!this.health.writable) this.health.succeeded()
-        return result
-      },
-      (err) => {
-        throw this.health.failed(err)
-      },
-    )
+        onDurable?.()
+        resolve(result)
+      }
+      const fail = (err: unknown): void => {
+        if (failed) return
+        failed = true
+        reject(this.health.failed(err))
+      }
+      write.then((r) => {
+        result = r
+        settled()
+      }, fail)
+      // Read now, while `flushed` still stands for the batch that holds `write`.
+      this.root.flushed.then(settled, fail)
+    })
   }
 
   async close(): Promise<void> {

@@ -24,6 +24,11 @@ export class WriteUnit {
   private readonly steps: WriteStep[] = []
   private running = false
   private done?: Promise<void>
+  /**
+   * Whether `commit()` has resolved: a component that runs after one that awaited the commit
+   * (ingest, after the lmdb exporter) need not await it again.
+   */
+  committed = false
 
   constructor(private readonly store: Store) {}
 
@@ -40,6 +45,7 @@ export class WriteUnit {
         this.running = true
         for (const step of this.steps) step()
       }),
+      () => (this.committed = true),
     ))
   }
 }

@@ -200,8 +200,10 @@ export class Ingest {
         }
         try {
           await this.next.consume(batch)
-          // Steps a processor added run even when no exporter of the pipeline writes (pricing → debug).
-          await batch.ctx.unit?.commit()
+          // Steps a processor added run even when no exporter of the pipeline writes (pricing → debug);
+          // when the lmdb exporter already awaited the commit, there is nothing left to wait for.
+          const unit = batch.ctx.unit
+          if (unit !== undefined && !unit.committed) await unit.commit()
           this.settings.metrics.accepted(records.length)
         } catch (err) {
           // The guard's refusal reaches the pipeline as its own failure; the unit says what it was.

@@ -55,6 +55,32 @@ t.test('a step that throws fails the unit for every caller and skips the steps a
   t.equal(db.get('other'), 2)
 })
 
+t.test('a unit says it is committed only once its commit is durable, and never after a failure', async (t) => {
+  // Ingest skips its own wait for the commit when the unit says so (the lmdb exporter waited):
+  // saying so early would answer 201 before the records are on disk.
+  const store = openStore(t)
+  const db = store.db<string, number>('unit-test')
+  const unit = store.unit()
+  unit.add(() => void db.put('record', 1))
+  t.equal(unit.committed, false, 'not before commit()')
+  const done = unit.commit()
+  t.equal(unit.committed, false, 'not while the transaction is queued')
+  // When the transaction has committed but is not yet flushed, the unit is not committed.
+  let atCommit: boolean | undefined
+  void store.root.committed.then(() => void (atCommit = unit.committed))
+  await done
+  t.equal(atCommit, false, 'not when LMDB committed but before the flush')
+  t.equal(unit.committed, true, 'once commit() resolved')
+  t.equal(db.get('record'), 1)
+
+  const failing = store.unit()
+  failing.add(() => {
+    throw new Error('no')
+  })
+  await t.rejects(failing.commit(), /no/)
+  t.equal(failing.committed, false, 'a failed unit is never committed')
+})
+
 t.test('a write is acknowledged once its own batch is on disk, not held for the writes queued after it', async (t) => {
   const store = openStore(t)
   const db = store.db<string, number>('unit-test')

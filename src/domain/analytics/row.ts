@@ -1,3 +1,4 @@
+import { msOfIso } from '../../core/iso-time.js'
 import { isModelKind, type UsageRecord } from '../../model/usage-record.js'
 import { ERROR, TOKENS, TOOL } from './block.js'
 import { DIM, DIMENSIONS } from './dimensions.js'
@@ -48,7 +49,8 @@ export function readRow(r: UsageRecord, row: RowInput): boolean {
     const sent = ms(b.timeToFirstToken)
     if (sent > 0) row.ttft = sent
     else if (typeof b.completionStartTime === 'string' && typeof b.requestTime === 'string') {
-      const d = Date.parse(b.completionStartTime) - Date.parse(b.requestTime)
+      // msOfIso is Date.parse, quicker for the canonical spelling records carry.
+      const d = msOfIso(b.completionStartTime) - msOfIso(b.requestTime)
       if (d > 0) row.ttft = d
     }
     tokens[0] = num(b.inputTokenCount)
@@ -74,7 +76,7 @@ export function readRow(r: UsageRecord, row: RowInput): boolean {
   dims[DIM.agent] = a.agent
   dims[DIM.environment] = a.environment
   row.traceId = a.traceId
-  row.time = Date.parse(r.eventTime)
+  row.time = msOfIso(r.eventTime)
   row.cost = costUnits(r)
   return true
 }

@@ -262,6 +262,7 @@ function anyValue(buf: Buffer, pos: number, stop: number): AttributeValue | unde
  */
 const SLOTS = 1024
 const MAX_CACHED = 64
+const PROBES = 4
 const slotBytes: (Buffer | undefined)[] = new Array(SLOTS).fill(undefined)
 const slotText: string[] = new Array(SLOTS).fill('')
 
@@ -271,14 +272,23 @@ function keyAt(buf: Buffer, start: number, stop: number): string {
   if (n > MAX_CACHED) return buf.toString('utf8', start, stop)
   let h = 0x811c9dc5 ^ n
   for (let i = start; i < stop; i++) h = Math.imul(h ^ buf[i], 0x01000193)
-  const slot = (h ^ (h >>> 15)) & (SLOTS - 1)
-  const seen = slotBytes[slot]
-  if (seen !== undefined && seen.length === n) {
+  // Up to four slots from the hash's (linear probing): keys that share a slot do not evict each other.
+  const home = (h ^ (h >>> 15)) & (SLOTS - 1)
+  let free = -1
+  for (let k = 0; k < PROBES; k++) {
+    const slot = (home + k) & (SLOTS - 1)
+    const seen = slotBytes[slot]
+    if (seen === undefined) {
+      if (free < 0) free = slot
+      continue
+    }
+    if (seen.length !== n) continue
     let i = 0
     while (i < n && seen[i] === buf[start + i]) i++
     if (i === n) return slotText[slot]
   }
   const text = internalized(buf.toString('utf8', start, stop))
+  const slot = free >= 0 ? free : home
   slotBytes[slot] = Buffer.from(buf.subarray(start, stop))
   slotText[slot] = text
   return text

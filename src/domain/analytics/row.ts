@@ -85,3 +85,44 @@ export function costUnits(r: UsageRecord): number | bigint {
   if (typeof total !== 'string') return 0
   return parseUnits(total) ?? 0
 }
+
+/**
+ * A row as one worker hands it to the others (issue 19 §1): every worker keeps the analytics of
+ * every record, and reading another worker's record back from LMDB and decoding all of it cost
+ * more than the row itself. A row is PEER_STRIDE values appended to a flat list, sent as one
+ * JSON text: id, team, unpriced (0/1), time, cost (units: a number, or a bigint's digits),
+ * flags, duration and ttft (null when unknown), the token counts, the dimensions, the traceId.
+ */
+export const PEER_STRIDE = 8 + TOKENS + DIMENSIONS.length + 1
+
+/** Appends `row` (read from record `id` of `team`) to `out`. */
+export function pushPeerRow(out: unknown[], id: string, team: string, unpriced: boolean, row: RowInput): void {
+  out.push(
+    id,
+    team,
+    unpriced ? 1 : 0,
+    row.time,
+    typeof row.cost === 'bigint' ? row.cost.toString() : row.cost,
+    row.flags,
+    Number.isNaN(row.duration) ? null : row.duration,
+    Number.isNaN(row.ttft) ? null : row.ttft,
+  )
+  for (let k = 0; k < TOKENS; k++) out.push(row.tokens[k])
+  for (let k = 0; k < DIMENSIONS.length; k++) out.push(row.dims[k])
+  out.push(row.traceId)
+}
+
+/** Reads the row at `at` of a list `pushPeerRow` filled (after its JSON round trip) into `row`. */
+export function readPeerRow(list: unknown[], at: number, row: RowInput): { id: string; team: string; unpriced: boolean } {
+  let i = at + 3
+  row.time = list[i++] as number
+  const cost = list[i++] as number | string
+  row.cost = typeof cost === 'string' ? BigInt(cost) : cost
+  row.flags = list[i++] as number
+  row.duration = (list[i++] as number | null) ?? NaN
+  row.ttft = (list[i++] as number | null) ?? NaN
+  for (let k = 0; k < TOKENS; k++) row.tokens[k] = list[i++] as number
+  for (let k = 0; k < DIMENSIONS.length; k++) row.dims[k] = list[i++] as string
+  row.traceId = list[i] as string
+  return { id: list[at] as string, team: list[at + 1] as string, unpriced: list[at + 2] === 1 }
+}

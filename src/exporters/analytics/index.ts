@@ -156,22 +156,20 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
         rebuild.forget(r.id)
         continue
       }
-      let counts: boolean
+      let counts = false
       try {
         counts = readRow(r, row)
+        const unpriced = counts && isUnpriced(r)
+        if (counts && peers) this.stored(r.id, r.caller.team, unpriced)
+        if (!rebuild.committed(r.id) || !counts) continue
+        this.index.addRow(r.caller.team, r.id, unpriced, row)
+        added++
       } catch (err) {
         // The record is stored: failing the request now would answer 503 for it. It is counted
         // again from the store at the next start.
-        rebuild.committed(r.id)
         this.settings.metrics.failed(1)
         this.settings.logger.error({ err, id: r.id }, 'analytics: a stored record could not be added to the index')
-        continue
       }
-      const unpriced = counts && isUnpriced(r)
-      if (counts && peers) this.stored(r.id, r.caller.team, unpriced)
-      if (!rebuild.committed(r.id) || !counts) continue
-      this.index.addRow(r.caller.team, r.id, unpriced, row)
-      added++
     }
     this.settings.metrics.accepted(added)
   }

@@ -17,7 +17,9 @@ function randomTail(): void {
     randomFillSync(pool)
     poolAt = 0
   }
-  tail.set(pool.subarray(poolAt, (poolAt += tail.length)))
+  // Copied byte by byte: a subarray view per new millisecond is an allocation on every request.
+  for (let i = 0; i < tail.length; i++) tail[i] = pool[poolAt + i]
+  poolAt += tail.length
 }
 
 function incrementTail(): void {

@@ -15,7 +15,19 @@ const schema = Type.Object(
 )
 type Config = Static<typeof schema>
 
-const text = (v: unknown): string => (typeof v === 'string' ? v.trim() : '')
+/**
+ * A dimension's text, trimmed. Most values have nothing to trim: when the first and the last
+ * character are printable ASCII the string is its own trim, and String#trim (a builtin call
+ * per dimension, 13 per record) is skipped.
+ */
+const text = (v: unknown): string => {
+  if (typeof v !== 'string') return ''
+  const n = v.length
+  if (n === 0) return v
+  const first = v.charCodeAt(0)
+  const last = v.charCodeAt(n - 1)
+  return first > 32 && first < 127 && last > 32 && last < 127 ? v : v.trim()
+}
 
 /** The attribution dimensions of DESIGN §2, normalised from a record's body. */
 export function attributionOf(r: UsageRecord): Attribution {
@@ -55,18 +67,27 @@ export class AttributionProcessor implements Consumer {
   async start(): Promise<void> {}
   async shutdown(): Promise<void> {}
 
-  async consume(batch: Batch<UsageRecord>): Promise<void> {
-    const caller = batch.ctx.caller
-    for (const r of batch.items) {
-      if (caller) r.caller = { account: caller.account, tenant: caller.tenant, team: caller.team, environment: caller.environment, keyId: caller.keyId }
-      const a = attributionOf(r)
-      if (!a.environment && this.config.default_environment_from_key) a.environment = r.caller.environment
-      r.attribution = a
-      r.attributed = a.organizationName !== '' && a.productName !== ''
-      if (!r.attributed) this.unattributed.inc({ kind: r.kind })
+  /**
+   * Not an async function: it hands on the next stage's promise as it is (no promise of its own,
+   * no microtask turn to resume it); a failure of its own is returned as a rejection, as an
+   * async function's would be.
+   */
+  consume(batch: Batch<UsageRecord>): Promise<void> {
+    try {
+      const caller = batch.ctx.caller
+      for (const r of batch.items) {
+        if (caller) r.caller = { account: caller.account, tenant: caller.tenant, team: caller.team, environment: caller.environment, keyId: caller.keyId }
+        const a = attributionOf(r)
+        if (!a.environment && this.config.default_environment_from_key) a.environment = r.caller.environment
+        r.attribution = a
+        r.attributed = a.organizationName !== '' && a.productName !== ''
+        if (!r.attributed) this.unattributed.inc({ kind: r.kind })
+      }
+      this.settings.metrics.accepted(batch.items.length)
+      return this.next.consume(batch)
+    } catch (err) {
+      return Promise.reject(err)
     }
-    this.settings.metrics.accepted(batch.items.length)
-    return await this.next.consume(batch) // awaited, not adopted: see the validate processor
   }
 }
 

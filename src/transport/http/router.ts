@@ -38,8 +38,8 @@ const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, st
  */
 export class Router {
   private readonly root = newNode()
-  /** Routes without parameters by `METHOD /path`: the ingest routes, found without splitting the path or allocating. */
-  private readonly exact = new Map<string, Match>()
+  /** Routes without parameters by method, then path: the ingest routes, found without splitting the path or allocating. */
+  private readonly exact = new Map<string, Map<string, Match>>()
   private readonly families: { prefix: string; under: string; miss: Miss }[] = []
   private readonly outside: Miss = Object.freeze({ route: undefined, status: 404, bucket: null, allow: '' })
 
@@ -65,7 +65,11 @@ export class Router {
     // One path, one bucket: the first route of a path decides its 405s.
     const bucket = node.handlers.values().next().value!.bucket
     node.notAllowed = Object.freeze({ route: undefined, status: 405, bucket, allow: methods.join(', ') })
-    if (!segs.some((seg) => seg.startsWith(':'))) this.exact.set(`${route.method} /${segs.join('/')}`, { route, params: NO_PARAMS })
+    if (!segs.some((seg) => seg.startsWith(':'))) {
+      let paths = this.exact.get(route.method)
+      if (!paths) this.exact.set(route.method, (paths = new Map()))
+      paths.set(`/${segs.join('/')}`, { route, params: NO_PARAMS })
+    }
   }
 
   /**
@@ -79,7 +83,7 @@ export class Router {
   /** The route for method+path, or how to answer a path without one. */
   find(method: string, path: string): Match | Miss {
     // A static segment always wins over a parameter, so an exact hit is what the walk would find.
-    const exact = this.exact.get(`${method} ${path}`)
+    const exact = this.exact.get(method)?.get(path)
     if (exact) return exact
     const params: Record<string, string> = {}
     const node = walk(this.root, split(path), 0, params)

@@ -75,11 +75,12 @@ async function twoWorkers(t: Parameters<Parameters<typeof tap.test>[1]>[0], over
   const d = await spawnMeterd(t, {
     dataDir: `${dir}/data`,
     configFiles: [new URL('../../config/meterd.yaml', import.meta.url).pathname, cfg],
-    env: { METERD_WORKERS: '2' },
+    env: { METERD_WORKERS: '2', METERD_LOG_LEVEL: 'info' }, // info: the supervisor's "every worker is ready"
     readyTimeoutMs: 60_000, // two processes start one after the other
   })
-  // Both workers are up once the supervisor has forked the second.
-  for (let i = 0; i < 600 && workerPids(d).length < 2; i++) await sleep(50)
+  // Both workers listen once the supervisor says so (docs/deployment.md); until then the first may
+  // be the only one, and with it killed no worker would hold the listeners.
+  for (let i = 0; i < 1200 && !d.stdout.join('').includes('every worker is ready'); i++) await sleep(50)
   t.equal(workerPids(d).length, 2, 'two worker processes')
   return d
 }

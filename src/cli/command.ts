@@ -3,6 +3,8 @@ import { parseArgs } from 'node:util'
 /** sysexits.h: the exit codes meterd's commands use besides 0 and 1. */
 export const EX_USAGE = 64
 export const EX_CONFIG = 78
+/** An error while writing a file: the data directory's disk is full. */
+export const EX_IOERR = 74
 
 /** A wrong command line: answered with the command's usage and exit 64. */
 export class UsageError extends Error {

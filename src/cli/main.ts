@@ -14,7 +14,7 @@ import { Service } from '../core/service.js'
 import { StartupError, dataDirFailure } from '../core/startup-error.js'
 import { createTelemetry } from '../core/telemetry.js'
 import { LeaseTable } from '../extensions/ratelimit/cluster.js'
-import { Store } from '../store/store.js'
+import type { Store } from '../store/store.js'
 import { surviveCommitFailures } from '../store/commit-failures.js'
 import { DataDirLockedError, acquireDataDirLock } from '../store/lock.js'
 import { checkDataFile } from '../store/check.js'
@@ -24,6 +24,7 @@ import { CONFIG_OPTION, EX_CONFIG, EX_USAGE, ExitError, UsageError, defineComman
 import { WEBHOOK_COMMANDS } from './webhook.js'
 import { REPRICE_COMMAND } from './reprice.js'
 import { DOCTOR_HELP, doctorCommand } from './doctor.js'
+import { withStore } from './store.js'
 
 export { EX_CONFIG, EX_USAGE }
 
@@ -304,7 +305,7 @@ const KEYS_OPTIONS = {
  * The store of the config's data directory. A directory without a store is refused unless
  * `init`: a key written there would be one the daemon, reading another directory, never sees.
  */
-async function withKeyStore<T>(files: string[], init: boolean | undefined, fn: (ks: KeyStore) => Promise<T>): Promise<T> {
+async function withKeyStore<T>(files: string[], init: boolean | undefined, unwritten: string, fn: (ks: KeyStore) => Promise<T>): Promise<T> {
   const { config } = configOrExit(files)
   const path = config.storage.path
   if (!init && !existsSync(join(path, 'data.mdb'))) {
@@ -314,17 +315,17 @@ async function withKeyStore<T>(files: string[], init: boolean | undefined, fn: (
       EX_CONFIG,
     )
   }
-  const store = new Store({ path, maxSizeMb: config.storage.max_size_mb })
-  const ks = new KeyStore(store)
-  // Gateway cluster: the change goes to every replica at once (docs/deployment.md).
-  const shared = config.server.shared_state.backend === 'redis' ? await openSharedState(config.server.shared_state.redis, store) : undefined
-  try {
-    if (shared) await ks.share(shared.tables)
-    return await fn(ks)
-  } finally {
-    await shared?.close()
-    await store.close()
-  }
+  return withStore({ path, maxSizeMb: config.storage.max_size_mb }, unwritten, async (store) => {
+    const ks = new KeyStore(store)
+    // Gateway cluster: the change goes to every replica at once (docs/deployment.md).
+    const shared = config.server.shared_state.backend === 'redis' ? await openSharedState(config.server.shared_state.redis, store) : undefined
+    try {
+      if (shared) await ks.share(shared.tables)
+      return await fn(ks)
+    } finally {
+      await shared?.close()
+    }
+  })
 }
 
 const KEYS_CREATE = defineCommand({
@@ -349,7 +350,7 @@ const KEYS_CREATE = defineCommand({
     } catch (err) {
       throw new UsageError((err as Error).message, KEYS_CREATE)
     }
-    return withKeyStore(v.config ?? [], v.init, async (ks) => {
+    return withKeyStore(v.config ?? [], v.init, 'no key was created', async (ks) => {
       const { key, record, account } = await ks.create({ team: v.team!, scopes, account: v.account, tenant: v.tenant, environment: v.environment, name: v.name })
       const how = { given: '', team: ` (the account of team ${record.team})`, default: ' (the default; choose one with --account)' }[account]
       if (v.json) process.stdout.write(JSON.stringify({ key, ...record, accountChosen: account }) + '\n')
@@ -364,7 +365,7 @@ const KEYS_LIST = defineCommand({
   summary: 'list the API keys of the data directory (never the keys themselves)',
   options: { json: { type: 'boolean', help: 'print a JSON array' }, ...CONFIG_OPTION },
   run: (v) =>
-    withKeyStore(v.config ?? [], false, async (ks) => {
+    withKeyStore(v.config ?? [], false, 'the keys were not listed', async (ks) => {
       const list = ks.list()
       if (v.json) process.stdout.write(JSON.stringify(list) + '\n')
       else
@@ -382,7 +383,7 @@ const KEYS_REVOKE = defineCommand({
   options: CONFIG_OPTION,
   async run(v, [id]) {
     if (!id) throw new UsageError('keys revoke needs a key id (see keys list)', KEYS_REVOKE)
-    return withKeyStore(v.config ?? [], false, async (ks) => {
+    return withKeyStore(v.config ?? [], false, 'the key was not revoked', async (ks) => {
       if (!(await ks.revoke(id))) throw new ExitError(`no key with id ${id}`, 1)
       process.stdout.write(`revoked ${id}\n`)
       return 0

@@ -7,7 +7,7 @@ import { isDateTime } from '../model/schemas.js'
 import { USAGE_KINDS, type UsageKind } from '../model/usage-record.js'
 import { loadMediaPriceBook, loadPriceBook, schema as pricingSchema, toolOptions } from '../processors/pricing/index.js'
 import { reprice } from '../domain/pricing/reprice.js'
-import { Store } from '../store/store.js'
+import { withStore } from './store.js'
 import { queueRepriced } from '../exporters/clickhouse/queue.js'
 
 /**
@@ -41,8 +41,7 @@ async function repriceCommand(v: RepriceValues, configOrExit: (files: string[]) 
   const tools = checkAgainst(toolsSchema, config.extensions.tools ?? {}, 'extensions.tools')
   const issues = [...pricing.issues, ...tools.issues]
   if (issues.length) throw new Error(issues.map((i) => `${i.path}: ${i.message}`).join('\n'))
-  const store = new Store({ path: config.storage.path, maxSizeMb: config.storage.max_size_mb })
-  try {
+  return withStore({ path: config.storage.path, maxSizeMb: config.storage.max_size_mb }, 'the rest was not repriced', async (store) => {
     const registry = new ToolRegistry(store, declaredTools(tools.value))
     const books = { book: loadPriceBook(pricing.value), media: loadMediaPriceBook(pricing.value) }
     const result = await reprice(store, books, registry, toolOptions(pricing.value), {
@@ -61,7 +60,5 @@ async function repriceCommand(v: RepriceValues, configOrExit: (files: string[]) 
         `${v['dry-run'] ? 'would price' : 'priced'} ${result.priced} of ${result.examined} unpriced record${result.examined === 1 ? '' : 's'}; ${result.unpriced} still unpriced\n`,
       )
     return 0
-  } finally {
-    await store.close()
-  }
+  })
 }

@@ -1,3 +1,5 @@
+import { endLmdbWriteErrorLine, lackOfSpace } from '../store/disk-full.js'
+
 /** sysexits.h EX_CONFIG: a start that fails on something the operator's config or host must change. */
 export const EX_CONFIG = 78
 
@@ -42,6 +44,10 @@ export function dataDirFailure(err: unknown, path: string): Error {
   if (/EEXIST|ENOTDIR/.test(text))
     return new StartupError(`${where}: it (or a parent) is a file, not a directory`, `point storage.path (METERD_DATA_DIR) at a directory`)
   if (/EROFS/.test(text)) return new StartupError(`${where}: the file system is read-only`, `point storage.path (METERD_DATA_DIR) at a writable directory`)
-  if (/ENOSPC/.test(text)) return new StartupError(`${where}: the disk is full`, `free some space on its file system`)
+  const space = lackOfSpace(err)
+  if (space) {
+    endLmdbWriteErrorLine(err)
+    return new StartupError(`${where}: the disk is full: ${space.why}`, space.fix)
+  }
   return err instanceof Error ? err : new Error(String(err))
 }

@@ -35,3 +35,17 @@ export function surviveCommitFailures(onLeftover: (reason: Error) => void = () =
   process.on('unhandledRejection', handler)
   return () => void process.off('unhandledRejection', handler)
 }
+
+/**
+ * For a command (not the daemon): lmdb-js prints the cause of a failed commit itself, with its
+ * stack (console.error); the command says it in one line of its own instead. Anything else
+ * printed through console.error is kept.
+ */
+export function quietLmdbWriteLoopErrors(): () => void {
+  const original = console.error
+  console.error = (...args: unknown[]) => {
+    if (args.length === 1 && isLmdbWriteLoopError(args[0])) return
+    original.apply(console, args)
+  }
+  return () => void (console.error = original)
+}

@@ -123,8 +123,8 @@ export function usageRecordCodec(Base: ValueEncoderClass): ValueEncoderClass {
 }
 
 /**
- * The usage-dedup database's encoder: an entry `{ id, at }` (the record's id and when it was
- * stored) as 0xc1, 1, `at` as a little-endian double, then the id's UTF-8 bytes to the end,
+ * The usage dedup databases' encoder (`usage-dedup.4`, and `usage-dedup` of earlier layouts): an
+ * entry `{ id, at }` (the record's id and when it was stored) as 0xc1, 1, `at` as a little-endian double, then the id's UTF-8 bytes to the end,
  * instead of msgpack's generic record path (about 5,000 instructions per entry under callgrind).
  * Entries written by earlier builds (msgpack) and anything of another shape decode and encode as
  * msgpack, as in usageRecordCodec.

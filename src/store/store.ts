@@ -5,9 +5,12 @@ import { checkDataFile } from './check.js'
 import { DATA_FILE_MODE, prepareDataDir } from './data-dir.js'
 import { aheadOfData, Preallocator } from './preallocate.js'
 import type { ValueEncoder, ValueEncoderClass } from './record-codec.js'
+import type { tupleKeyEncoder } from './tuple-key.js'
 import { UsageStore } from './usage-store.js'
 import { WriteHealth, type WriteHealthListener } from './write-health.js'
 import { WriteUnit } from './write-unit.js'
+
+type KeyEncoder = typeof tupleKeyEncoder
 
 const NO_OVERWRITE = { noOverwrite: true } as any // lmdb-js's put options; its types omit noOverwrite
 
@@ -88,11 +91,13 @@ export class Store {
 
   /**
    * A named database; keys and values use lmdb-js's ordered-binary and msgpack encodings.
-   * `codec` derives the database's value encoder from lmdb-js's msgpack one (record-codec.ts).
+   * `codec` derives the database's value encoder from lmdb-js's msgpack one (record-codec.ts);
+   * `keyEncoder` replaces ordered-binary for the keys (and LMDB then compares them with memcmp:
+   * tuple-key.ts).
    */
   db<K extends import('lmdb').Key = import('lmdb').Key, V = any>(
     name: string,
-    opts: { dupSort?: boolean; sharedStructures?: boolean; codec?: (msgpack: ValueEncoderClass) => ValueEncoderClass } = {},
+    opts: { dupSort?: boolean; sharedStructures?: boolean; codec?: (msgpack: ValueEncoderClass) => ValueEncoderClass; keyEncoder?: KeyEncoder } = {},
   ): Database<V, K> {
     let db = this.dbs.get(name)
     if (!db) {
@@ -151,8 +156,11 @@ export class Store {
     this.closed = true
     this.health.close()
     await this.preallocator?.close()
-    // After a failed commit lmdb-js never settles that batch's flush: nothing more to wait for.
-    if (this.health.writable) await this.root.flushed
+    // After a failed commit lmdb-js never settles that batch's flush, and its close() waits for
+    // it: awaited, close() would never return (a command would end silently with exit 0). The
+    // environment is then left to the process's exit; every committed write is on disk.
+    if (!this.health.writable) return void this.root.close()
+    await this.root.flushed
     await this.root.close()
   }
 }

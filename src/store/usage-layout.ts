@@ -1,3 +1,5 @@
+import type { Database } from 'lmdb'
+import { dedupEntryCodec } from './record-codec.js'
 import type { Store } from './store.js'
 import type { DedupEntry, IdempotencyEntry, IndexKey, UsageStore } from './usage-store.js'
 
@@ -8,22 +10,35 @@ const LAYOUT_KEY = 'usage.layout'
  * [account, Idempotency-Key]. 2: the same per team — [team, kind, transactionId], [team, key].
  * 3: records may also be in the fixed layout of record-codec.ts, which builds of layout 2 cannot
  * read (they refuse a directory whose layout is newer than theirs, instead of misreading it).
+ * 4: the index and dedup entries are in the databases `usage-index.4` and `usage-dedup.4`, with
+ * keys in tuple-key.ts's encoding (compared by memcmp) instead of lmdb-js's array keys in
+ * `usage-index` and `usage-dedup`; the same keys, element for element, in the same order.
  */
-export const USAGE_LAYOUT = 3
+export const USAGE_LAYOUT = 4
 /** The first layout whose dedup and replay entries are per team. */
 const TEAM_LAYOUT = 2
+/** The first layout whose index and dedup keys are in tuple-key.ts's encoding. */
+const TUPLE_KEY_LAYOUT = 4
+
+/** The databases that held the index and dedup entries up to layout 3 (lmdb-js's array keys). */
+interface EarlierKeys {
+  index: Database<null, IndexKey>
+  dedup: Database<DedupEntry, IndexKey>
+}
 
 /**
  * Brings a data directory written in an earlier layout to this one when the store opens. From
  * layout 1 each dedup and replay entry is rewritten under the team of the record it names, so no
  * dedup and no replay is lost and the transactionId read filter still finds every record. From
- * layout 2 nothing is rewritten: records it stored (msgpack) still decode, and only the new
+ * layout 2 or 3 records are not rewritten (records stored in msgpack still decode), and every
+ * index and dedup entry moves, with its key and value unchanged, from the databases of lmdb-js's
+ * array keys to those of layout 4 (tuple-key.ts); the earlier databases are left empty. The new
  * version is recorded, so that an older build no longer opens the directory. One transaction:
  * after a crash the directory is in one layout or the other, and a process that opens it at the
  * same time waits for the migration and then finds it done. Its memory grows with the number of
  * entries (about 200 bytes each), once.
  */
-export function migrateToTeamLayout(store: Store, usage: UsageStore): void {
+export function migrateUsageLayout(store: Store, usage: UsageStore): void {
   const meta = store.db<string, number>('meta')
   const layout = (): number | undefined => meta.get(LAYOUT_KEY)
   if (layout() === USAGE_LAYOUT) return
@@ -32,9 +47,19 @@ export function migrateToTeamLayout(store: Store, usage: UsageStore): void {
     if (found === USAGE_LAYOUT) return // another process migrated first
     if (found !== undefined && found > USAGE_LAYOUT)
       throw new Error(`the data directory ${store.opts.path} was written by a newer meterd (usage layout ${found}); run that version`)
-    if (found === undefined || found < TEAM_LAYOUT) {
-      migrateDedup(usage)
-      migrateReplay(usage)
+    // A new directory (no layout, no record) has nothing to migrate: no database of an earlier layout is opened.
+    const fresh = found === undefined && [...usage.records.getKeys({ limit: 1 })].length === 0
+    if (!fresh && (found === undefined || found < TUPLE_KEY_LAYOUT)) {
+      const earlier: EarlierKeys = {
+        index: store.db<IndexKey, null>('usage-index'),
+        dedup: store.db<IndexKey, DedupEntry>('usage-dedup', { sharedStructures: true, codec: dedupEntryCodec }),
+      }
+      if (found === undefined || found < TEAM_LAYOUT) {
+        migrateDedup(earlier, usage)
+        migrateReplay(usage)
+      }
+      moveKeys(earlier.index, usage.index)
+      moveKeys(earlier.dedup, usage.dedup)
     }
     meta.put(LAYOUT_KEY, USAGE_LAYOUT)
   })
@@ -69,8 +94,8 @@ function rekeyAll<V extends { at: number }>(entries: Entry<V>[], rekey: (e: Entr
  * one team was used under both: the earlier record keeps an 'x' index entry, as a record a later
  * one displaced does, so the read filter still lists it. An entry whose record is gone is dropped.
  */
-function migrateDedup(usage: UsageStore): void {
-  const old = [...usage.dedup.getRange({})].map(({ key, value }) => ({ key, value })) as Entry<DedupEntry>[]
+function migrateDedup(earlier: EarlierKeys, usage: UsageStore): void {
+  const old = [...earlier.dedup.getRange({})].map(({ key, value }) => ({ key, value })) as Entry<DedupEntry>[]
   if (old.length === 0) return
   const teamOf = (id: string): string | undefined => usage.records.get(id)?.caller.team
   const next = rekeyAll(
@@ -79,10 +104,28 @@ function migrateDedup(usage: UsageStore): void {
       const team = teamOf(value.id)
       return team === undefined ? undefined : [team, key[1], key[2]]
     },
-    ({ value }) => usage.displace(value.id),
+    ({ value }) => {
+      // As UsageStore.displace, in the index of this layout.
+      const r = usage.records.get(value.id)
+      const tx = r?.body.transactionId
+      if (r && typeof tx === 'string') earlier.index.put(['x', r.caller.team, r.kind, tx, r.id], null)
+    },
   )
-  for (const { key } of old) usage.dedup.remove(key)
-  for (const { key, value } of next) usage.dedup.put(key, value)
+  for (const { key } of old) earlier.dedup.remove(key)
+  for (const { key, value } of next) earlier.dedup.put(key, value)
+}
+
+/**
+ * Every entry of `from` (lmdb-js's array keys) into `to` (tuple-key.ts), key and value as they
+ * are; `from` is left empty. Keys of these databases are arrays of strings (usage-store.ts), the
+ * only keys tuple-key.ts encodes; lmdb-js's iteration leaves out its shared structures' key.
+ */
+function moveKeys<V>(from: Database<V, IndexKey>, to: Database<V, IndexKey>): void {
+  const entries = [...from.getRange({})].map(({ key, value }) => ({ key, value }))
+  for (const { key, value } of entries) {
+    to.put(key, value)
+    from.remove(key)
+  }
 }
 
 /** [account, key] → [team, key]: the team is that of the first record the stored answer names. */

@@ -5,7 +5,8 @@ import { ReplayTaken } from '../ports/dedup.js'
 import type { ListQuery, ListResult, RecordSnapshot, UsageRecords, WriteOptions } from '../ports/usage.js'
 import { dedupEntryCodec, usageRecordCodec } from './record-codec.js'
 import type { Store } from './store.js'
-import { migrateToTeamLayout } from './usage-layout.js'
+import { RANGE_END, tupleKeyEncoder, type TupleKey } from './tuple-key.js'
+import { migrateUsageLayout } from './usage-layout.js'
 
 export interface DedupEntry {
   id: string
@@ -20,7 +21,7 @@ export interface IdempotencyEntry {
 
 export type { ListQuery, ListResult, WriteOptions } from '../ports/usage.js'
 
-// Index keys are arrays, which lmdb-js orders element by element:
+// Index keys are arrays of strings, ordered element by element (tuple-key.ts; usage layout 4):
 //   ['t', team, kind, eventTime, id]        a team's records by time
 //   ['x', team, kind, transactionId, id]    by transactionId: only records a later record with the
 //                                           same transactionId displaced from the dedup table (and
@@ -28,12 +29,12 @@ export type { ListQuery, ListResult, WriteOptions } from '../ports/usage.js'
 //   ['r', team, kind, traceId, id]          by traceId
 //   ['o', team, toolId, eventTime, id]      a team's tool events per tool, by time
 //   ['u', team, kind, eventTime, id]        records stored unpriced (`meterd reprice` removes the entry)
-export type IndexKey = (string | number)[]
+export type IndexKey = TupleKey
 
 const NO_DUPLICATES: ReadonlyMap<string, string> = new Map()
 
 const LOW = '' // sorts before every string
-const HIGH = '\uffff'
+const HIGH: typeof RANGE_END = RANGE_END // sorts after every string
 
 /**
  * Records, their indexes, the transactionId dedup table and the Idempotency-Key
@@ -60,10 +61,12 @@ export class UsageStore implements UsageRecords {
   constructor(private readonly store: Store) {
     // Records in a fixed layout around the msgpack body (record-codec.ts); older ones decode as before.
     this.records = store.db<string, UsageRecord>('usage-records', { sharedStructures: true, codec: usageRecordCodec })
-    this.index = store.db<IndexKey, null>('usage-index')
-    this.dedup = store.db<IndexKey, DedupEntry>('usage-dedup', { sharedStructures: true, codec: dedupEntryCodec })
+    // Keys in tuple-key.ts's encoding, which LMDB compares with memcmp (layout 4; earlier
+    // layouts kept them in `usage-index` and `usage-dedup`, usage-layout.ts moves them).
+    this.index = store.db<IndexKey, null>('usage-index.4', { keyEncoder: tupleKeyEncoder })
+    this.dedup = store.db<IndexKey, DedupEntry>('usage-dedup.4', { sharedStructures: true, codec: dedupEntryCodec, keyEncoder: tupleKeyEncoder })
     this.replay = store.db<IndexKey, IdempotencyEntry>('usage-idempotency', { sharedStructures: true })
-    migrateToTeamLayout(store, this)
+    migrateUsageLayout(store, this)
   }
 
   dedupKey(team: string, kind: UsageKind, transactionId: string): IndexKey {
@@ -247,8 +250,8 @@ export class UsageStore implements UsageRecords {
 }
 
 // The index of records stored unpriced, every team: ['u', team, kind, eventTime, id].
-const UNPRICED_START: IndexKey = ['u']
-const UNPRICED_END: IndexKey = ['u', HIGH]
+export const UNPRICED_START: IndexKey = ['u']
+export const UNPRICED_END: IndexKey = ['u', HIGH]
 
 class LmdbSnapshot implements RecordSnapshot {
   private open = true

@@ -1,5 +1,5 @@
-import { statfsSync } from 'node:fs'
 import { StoreUnwritableError } from '../core/errors.js'
+import { freeMiB } from './disk-full.js'
 
 /** While the store cannot write, it tries a small write this often; also the Retry-After it answers. */
 export const WRITE_PROBE_MS = 5_000
@@ -84,11 +84,8 @@ export class WriteHealth {
   }
 
   private describe(cause?: Error): string {
-    let free = ''
-    try {
-      const s = statfsSync(this.dataFile)
-      free = `; ${Math.floor((s.bavail * s.bsize) / 1048576)} MiB free on its file system`
-    } catch {}
+    const mib = freeMiB(this.dataFile)
+    const free = mib === undefined ? '' : `; ${mib} MiB free on its file system`
     return `cannot commit to ${this.dataFile}${cause ? ` (${cause.message})` : ''}${free}; writes are retried every ${this.probeMs / 1000} s`
   }
 }

@@ -6,8 +6,12 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process'
 import t from 'tap'
-import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, type ChildMeterd } from '../helpers/meterd.js'
+import { statSync } from 'node:fs'
+import { join } from 'node:path'
+import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, writeConfig, type ChildMeterd } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
+import { API, toolBody } from '../helpers/pricing.js'
+import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
 
 const C = '/meter/v2/ai/completions'
 const LIST = '/profitstream/v2/api/sources/metrics/ai/completions'
@@ -130,4 +134,27 @@ t.test('a daemon stops cleanly on a full disk and starts again on it without cra
   const stored = await storedTransactions(third.url)
   t.equal([...acked].filter((tx) => stored.get(tx) !== 1).length, 0, `all ${acked.size} acknowledged records are stored`)
   await third.stop()
+})
+
+t.test('an admin write on a full disk (a new tool): 503 in the error shape, the daemon stays up, and the same write succeeds once there is space', { skip: !hasPrlimit && 'prlimit (util-linux) is not installed' }, async (t) => {
+  const dir = tempDir('meterd-full-admin-')
+  t.teardown(() => removeDir(dir))
+  // No space written ahead of the data: the file ends where the data ends, and the limit is set there.
+  const cfg = writeConfig(dir, { storage: { preallocate_mb: 0 } })
+  const d = await spawnMeterd(t, { dataDir: join(dir, 'data'), configFiles: [DEFAULT_CONFIG_PATH, cfg] })
+  execFileSync('prlimit', ['--pid', String(d.proc.pid), `--fsize=${statSync(join(dir, 'data', 'data.mdb')).size}:unlimited`])
+  // A tool larger than the whole data file (10,000 price tiers): the commit must grow the file, whatever pages are free.
+  const tiers = Array.from({ length: 10_000 }, (_, i) => ({ upTo: i + 1, unitPrice: '0.001' }))
+  const body = toolBody('full-disk-tool', { name: 'calls', aggregationType: 'COUNT', tiersMode: 'volume', tiers: [...tiers, { upTo: null, unitPrice: '0.0001' }] })
+  const res = await call(`${d.url}${API}/tools`, { key: ADMIN_KEY, body })
+  t.equal(res.status, 503, res.text.slice(0, 300))
+  t.match(res.body, { error: { type: 'api_error', code: 'store_unwritable', message: /cannot be written/, doc_url: /\/docs\/errors#store_unwritable$/ } }, 'in the error shape')
+  t.equal((await call(`${d.url}${API}/tools/by-tool-id/full-disk-tool`, { key: ADMIN_KEY })).status, 404, 'no tool was stored')
+  t.ok(alive(d), 'the daemon is still running')
+
+  execFileSync('prlimit', ['--pid', String(d.proc.pid), '--fsize=unlimited:unlimited'])
+  const again = await call(`${d.url}${API}/tools`, { key: ADMIN_KEY, body })
+  t.equal(again.status, 201, 'the same write succeeds once there is space')
+  t.equal((await call(`${d.url}${API}/tools/by-tool-id/full-disk-tool`, { key: ADMIN_KEY })).status, 200, 'and is stored')
+  t.equal(await d.stop('SIGTERM'), 0, 'a clean shutdown')
 })

@@ -107,6 +107,8 @@ t.test('dedup entries and tool aggregates written by earlier builds (plain msgpa
   await before.root.transaction(() => {
     plainAggregates.put(['s', 'n'], { n: 7, nv: 7, sum: '21', max: '3', distinct: 0 })
     plainDedup.put(['team-1', 'tool', 'tx-1'], { id: 'R1', at: 5 })
+    // Written by a build of layout 2, which kept dedup entries in lmdb-js's array keys (usage-layout.ts).
+    before.db('meta').put('usage.layout', 2)
   })
   await before.close()
 

@@ -13,11 +13,13 @@ export interface Ran {
 }
 
 /** Runs the CLI to its end (a daemon that starts is killed after `timeout` ms: code null). */
-export function meterd(args: string[], opts: { env?: Record<string, string>; cwd?: string; timeout?: number } = {}): Promise<Ran> {
+export function meterd(args: string[], opts: { env?: Record<string, string>; cwd?: string; timeout?: number; prefix?: string[] } = {}): Promise<Ran> {
+  // `prefix`: a command that execs the command line given after it (`prlimit --fsize=…`).
+  const [command, ...argv] = [...(opts.prefix ?? []), process.execPath, BIN, ...args]
   return new Promise((resolve) => {
     const child = execFile(
-      process.execPath,
-      [BIN, ...args],
+      command,
+      argv,
       {
         cwd: opts.cwd,
         timeout: opts.timeout ?? 60_000,

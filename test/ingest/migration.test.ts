@@ -69,7 +69,9 @@ t.test('the migration runs once and is recorded', async (t) => {
   const keys = [...first.usage.dedup.getKeys({})]
   t.same(keys.map((k) => k[0]).sort(), ['team-a', 'team-a', 'team-b'], 'dedup keys now start with the team')
   t.same([...first.usage.replay.getKeys({})], [['team-a', 'idem-shared']], 'the replay key too')
-  t.equal(first.db('meta').get('usage.layout'), 3, 'the current layout (3: records in the fixed layout of record-codec.ts)')
+  t.equal(first.db('meta').get('usage.layout'), 4, 'the current layout (4: index and dedup keys in the encoding of tuple-key.ts)')
+  t.equal(first.db('usage-dedup').getKeysCount({}), 0, 'the dedup entries left the database of lmdb-js array keys')
+  t.equal(first.db('usage-index').getKeysCount({}), 0, 'so did the index entries')
   await first.close()
   const again = new Store({ path: dataDir })
   t.same([...again.usage.dedup.getKeys({})], keys, 'opening again changes nothing')

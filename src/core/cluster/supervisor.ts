@@ -80,6 +80,11 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
   const fork = (index: number) => {
     const w = cluster.fork({ METERD_WORKER_INDEX: String(index), METERD_WORKERS: String(opts.workers) })
     byIndex.set(index, w)
+    // A message to a worker that is dying fails (EPIPE), node:cluster's hand-over of a connection
+    // included; unheard, that 'error' would end the supervisor and every listener with it. The
+    // worker's exit follows, and it is replaced.
+    w.on('error', (err) => logger.debug({ worker: index, err }, 'a message to a worker failed'))
+    closeUntakenOnExit(w)
     w.on('message', (m: unknown) => {
       if (isClusterMessage(m)) void receive(w, index, m)
     })
@@ -107,7 +112,6 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
         return
       }
       logger.error({ worker: index, code, signal }, 'a worker died; starting a new one')
-      closeOrphanedConnections()
       fork(index)
     })
   }
@@ -184,20 +188,32 @@ export function broadcast(topic: string, data: unknown): void {
 }
 
 /**
- * node:cluster's round-robin: the primary accepts each connection and hands it to a worker,
- * keeping its own copy until the worker says it took it. A connection handed to a worker just as
- * it dies is never taken, and the primary never closes its copy: the client would wait until its
- * own timeout. Such copies are the primary's only raw TCP handles (its listeners belong to
- * servers); any that are still open a second after a worker died are closed, so the client sees
- * the connection fail at once and retries (dedup makes the retry safe).
+ * node:cluster's round-robin: the primary accepts each connection and hands it to a worker (a
+ * `newconn` message carrying it), keeping its own copy until the worker acknowledges it. One
+ * handed to a worker that dies is never taken, and the primary never closes its copy: the client
+ * would wait until its own timeout. The connections handed to `w` and not acknowledged are noted
+ * here and closed when it exits, so their clients see the connection fail at once and retry
+ * (dedup makes that safe). Connections still queued in the primary for a free worker are not
+ * touched: they go to the workers alive (closing one would also make its later hand-over fail).
  */
-function closeOrphanedConnections(): void {
-  const active = (process as unknown as { _getActiveHandles?: () => unknown[] })._getActiveHandles
-  if (!active) return
-  const raw = () => active.call(process).filter((h) => (h as object)?.constructor?.name === 'TCP') as { close(): void }[]
-  const suspects = new Set(raw())
-  if (suspects.size === 0) return
-  setTimeout(() => {
-    for (const h of raw()) if (suspects.has(h)) h.close()
-  }, 1000).unref()
+function closeUntakenOnExit(w: Worker): void {
+  type Handle = { close(): void }
+  type ClusterInternal = { cmd?: string; act?: string; seq?: number; ack?: number }
+  const untaken = new Map<number, Handle>()
+  const proc = w.process as unknown as { send(m: unknown, handle?: unknown, ...rest: unknown[]): boolean; on(e: string, f: (m: ClusterInternal) => void): void }
+  const send = proc.send
+  proc.send = function (m: unknown, handle?: unknown, ...rest: unknown[]) {
+    const c = m as ClusterInternal
+    if (handle && c?.cmd === 'NODE_CLUSTER' && c.act === 'newconn' && c.seq !== undefined) untaken.set(c.seq, handle as Handle)
+    return send.call(this, m, handle, ...rest)
+  }
+  proc.on('internalMessage', (m) => {
+    if (m?.cmd === 'NODE_CLUSTER' && m.ack !== undefined) untaken.delete(m.ack)
+  })
+  // Not on 'disconnect': node holds that back while a handle it sent is unacknowledged, forever
+  // once the worker is dead. Closing a connection the dead worker did take is harmless.
+  w.once('exit', () => {
+    for (const h of untaken.values()) h.close()
+    untaken.clear()
+  })
 }

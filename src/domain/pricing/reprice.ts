@@ -1,7 +1,7 @@
 import { ToolRegistry } from '../tools/registry.js'
 import type { Cost, UsageKind, UsageRecord } from '../../model/usage-record.js'
 import type { Store } from '../../store/store.js'
-import { unpricedKey } from '../../store/usage-store.js'
+import { UNPRICED_END, UNPRICED_START, unpricedKey } from '../../store/usage-store.js'
 import { ToolAggregates } from './aggregates.js'
 import { priceMedia, type MediaPriceBook } from './media-price-book.js'
 import { priceCompletion, type PriceBook } from './price-book.js'
@@ -48,7 +48,7 @@ export async function reprice(store: Store, books: PriceBooks, registry: ToolReg
   const { index, records } = store.usage
   const aggregates = new ToolAggregates(store)
   const result: RepriceResult = { examined: 0, priced: 0, unpriced: 0, ids: [] }
-  const keys = [...index.getKeys({ start: ['u'], end: ['u', '\uffff'] })]
+  const keys = [...index.getKeys({ start: UNPRICED_START, end: UNPRICED_END })]
   for (const key of keys) {
     const [, team, kind, eventTime, id] = key as [string, string, UsageKind, string, string]
     if ((o.team !== undefined && team !== o.team) || (o.kind !== undefined && kind !== o.kind)) continue

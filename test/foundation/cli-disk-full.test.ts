@@ -1,0 +1,87 @@
+/**
+ * The commands that write to the data directory (`keys`, `reprice`) on a full disk (as test/foundation/disk-full.test.ts, a file-size limit set
+ * with `prlimit --fsize` stands for the full file system: past it the kernel refuses LMDB's
+ * writes, EFBIG instead of ENOSPC). The limit is the data file's size, and what the command
+ * writes is larger than the whole file, so its commit must grow the file whatever pages LMDB
+ * has free: it cannot fit.
+ */
+import { spawnSync } from 'node:child_process'
+import { statSync } from 'node:fs'
+import { join } from 'node:path'
+import t from 'tap'
+import { meterd, type Ran } from '../helpers/cli.js'
+import { call, removeDir, startMeterd, tempDir, writeConfig } from '../helpers/meterd.js'
+import { completion } from '../fixtures/wire-examples.js'
+
+const hasPrlimit = spawnSync('prlimit', ['--version']).status === 0
+/** A key's note larger than the data file of a store holding a few keys. */
+const BIG_NAME = 'n'.repeat(100_000)
+
+/** What a user must see: exit 74, one line naming the directory, no stack trace, nothing on stdout. */
+function saysTheDiskIsFull(t: Tap.Test, r: Ran, dir: string, unwritten: RegExp): void {
+  t.equal(r.code, 74, `exit 74 (stderr: ${r.stderr})`)
+  t.equal(r.stdout, '', 'nothing on stdout (no key shown, no count)')
+  const lines = r.stderr.split('\n').filter(Boolean)
+  const last = lines.at(-1) ?? ''
+  t.ok(last.startsWith(`meterd: the data directory ${dir} is full: `), `one line names the data directory and says it is full: ${last}`)
+  t.match(last, /EFBIG/, 'and why')
+  t.match(last, unwritten, 'and what was not done')
+  t.notOk(lines.some((l) => /^\s+at /.test(l)), 'no stack trace')
+  t.notMatch(r.stderr, /Commit failed|commitError|node:internal|Node\.js v/, "nothing of lmdb-js's or Node's own report")
+  // LMDB's own lines ("Write error: …", "mdb_page_spill error 27"), printed by its C code, are all there may be besides.
+  t.ok(lines.slice(0, -1).every((l) => /^(Write error: |mdb_\w+ )/.test(l)), `no other line: ${JSON.stringify(lines.slice(0, -1))}`)
+}
+
+t.test('keys create and keys revoke on a full disk: exit 74 with one line, and nothing is changed', { skip: !hasPrlimit && 'prlimit (util-linux) is not installed' }, async (t) => {
+  const dir = tempDir('meterd-cli-full-')
+  t.teardown(() => removeDir(dir))
+  const data = join(dir, 'data')
+  const env = { METERD_DATA_DIR: data }
+  const first = await meterd(['keys', 'create', '--team', 't', '--scopes', 'admin', '--init', '--json'], { env })
+  t.equal(first.code, 0, first.stderr)
+  const big = await meterd(['keys', 'create', '--team', 't', '--scopes', 'admin', '--name', BIG_NAME, '--json'], { env })
+  t.equal(big.code, 0, big.stderr)
+  const bigId = JSON.parse(big.stdout).id as string
+  const full = ['prlimit', `--fsize=${statSync(join(data, 'data.mdb')).size}:unlimited`]
+
+  const created = await meterd(['keys', 'create', '--team', 't', '--scopes', 'admin', '--name', BIG_NAME], { env, prefix: full })
+  saysTheDiskIsFull(t, created, data, /no key was created/)
+  // Rewriting the big key's record takes new pages too (LMDB copies it on write).
+  const revoked = await meterd(['keys', 'revoke', bigId], { env, prefix: full })
+  saysTheDiskIsFull(t, revoked, data, /the key was not revoked/)
+
+  const list = await meterd(['keys', 'list', '--json'], { env })
+  t.equal(list.code, 0, list.stderr)
+  const keys = JSON.parse(list.stdout) as { id: string; revoked?: string }[]
+  t.equal(keys.length, 2, 'no key was added')
+  t.notOk(keys.find((k) => k.id === bigId)?.revoked, 'the key is not revoked')
+
+  // With the space back, the same commands work.
+  t.equal((await meterd(['keys', 'create', '--team', 't', '--scopes', 'admin', '--name', BIG_NAME], { env })).code, 0, 'created once there is space')
+  t.equal((await meterd(['keys', 'revoke', bigId], { env })).code, 0, 'revoked once there is space')
+})
+
+t.test('reprice on a full disk: exit 74 with one line, and the record stays as it was', { skip: !hasPrlimit && 'prlimit (util-linux) is not installed' }, async (t) => {
+  const dir = tempDir('meterd-reprice-full-')
+  t.teardown(() => removeDir(dir))
+  const data = join(dir, 'data')
+  // No space written ahead of the data: the file ends where the data ends.
+  const m = await startMeterd(t, { dataDir: data, config: { storage: { preallocate_mb: 0 } } })
+  const key = await m.key()
+  // An unknown model (stored unpriced) in a record larger than the store: repricing rewrites it.
+  const stored = await call(`${m.url}/meter/v2/ai/completions`, { key, body: completion({ provider: 'Acme', model: 'acme-1', notes: BIG_NAME }) })
+  t.equal(stored.status, 201, stored.text)
+  await m.close()
+  const cfg = writeConfig(dir, {
+    storage: { path: data },
+    processors: { pricing: { models: [{ provider: 'acme', model: 'acme-1', effective: '2020-01-01', input: 1, output: 1 }] } },
+  })
+  const full = ['prlimit', `--fsize=${statSync(join(data, 'data.mdb')).size}:unlimited`]
+
+  const refused = await meterd(['reprice', '--config', cfg], { prefix: full })
+  saysTheDiskIsFull(t, refused, data, /the rest was not repriced/)
+  const dry = await meterd(['reprice', '--config', cfg, '--dry-run', '--json'])
+  t.match(JSON.parse(dry.stdout), { examined: 1, priced: 1 }, 'the record is still unpriced')
+  const priced = await meterd(['reprice', '--config', cfg, '--json'])
+  t.match(JSON.parse(priced.stdout), { examined: 1, priced: 1 }, 'and is priced once there is space')
+})

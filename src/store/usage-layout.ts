@@ -35,8 +35,9 @@ interface EarlierKeys {
  * array keys to those of layout 4 (tuple-key.ts); the earlier databases are left empty. The new
  * version is recorded, so that an older build no longer opens the directory. One transaction:
  * after a crash the directory is in one layout or the other, and a process that opens it at the
- * same time waits for the migration and then finds it done. Its memory grows with the number of
- * entries (about 200 bytes each), once.
+ * same time waits for the migration and then finds it done. Index and dedup entries move
+ * 10,000 at a time, so memory stays bounded; layout 1's dedup and replay rewrite holds its
+ * entries in memory (about 200 bytes each), once.
  */
 export function migrateUsageLayout(store: Store, usage: UsageStore): void {
   const meta = store.db<string, number>('meta')
@@ -121,12 +122,19 @@ function migrateDedup(earlier: EarlierKeys, usage: UsageStore): void {
  * only keys tuple-key.ts encodes; lmdb-js's iteration leaves out its shared structures' key.
  */
 function moveKeys<V>(from: Database<V, IndexKey>, to: Database<V, IndexKey>): void {
-  const entries = [...from.getRange({})].map(({ key, value }) => ({ key, value }))
-  for (const { key, value } of entries) {
-    to.put(key, value)
-    from.remove(key)
+  // A chunk at a time from the front (what was moved is gone from `from`), so memory stays
+  // bounded by the chunk however many entries the directory holds.
+  for (;;) {
+    const chunk = [...from.getRange({ limit: MOVE_CHUNK })].map(({ key, value }) => ({ key, value }))
+    if (chunk.length === 0) return
+    for (const { key, value } of chunk) {
+      to.put(key, value)
+      from.remove(key)
+    }
   }
 }
+
+const MOVE_CHUNK = 10_000
 
 /** [account, key] → [team, key]: the team is that of the first record the stored answer names. */
 function migrateReplay(usage: UsageStore): void {

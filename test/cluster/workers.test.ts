@@ -250,6 +250,72 @@ t.test('dedup, idempotency, tools, tiers, analytics, webhooks and metrics hold a
   t.equal(await d.stop('SIGTERM'), 0)
 })
 
+t.test('every worker\'s analytics answer as one process\'s on the same records', async (t) => {
+  // Each worker adds its own records and the rows the other sends it (src/domain/analytics/row.ts):
+  // a value lost or changed on the way makes the answers of the worker that received it differ
+  // from one process's that stored every record itself.
+  const limits = { ratelimit: { backend: 'memory', limits: { metering: 100000, analytics: 100000, platform: 100000 } } }
+  const d = await twoWorkers(t, { extensions: limits })
+  const dir = tempDir('meterd-one-')
+  t.teardown(() => removeDir(dir))
+  const one = await spawnMeterd(t, {
+    dataDir: `${dir}/data`,
+    configFiles: [new URL('../../config/meterd.yaml', import.meta.url).pathname, writeConfig(dir, { extensions: limits })],
+    env: { METERD_WORKERS: '1' },
+  })
+  const models = [
+    ['gpt-4o-mini', 'OpenAI'],
+    ['gpt-4o', 'openai'],
+    ['claude-3-5-sonnet-20241022', 'Anthropic'],
+    ['no-such-model-anywhere', 'Nowhere'], // stored unpriced
+  ]
+  const bodies = Array.from({ length: 36 }, (_, i) => {
+    const [model, provider] = models[i % models.length]
+    const start = Date.parse('2026-11-20T08:00:00.000Z') + i * 3_700_000
+    const duration = 40 + i * 13
+    const input = 10 + i * 3
+    const output = 1 + i * 2
+    return completion({
+      transactionId: `rows-${i}`,
+      organizationName: 'Rows',
+      productName: i % 2 ? 'Gold' : 'Silver',
+      agent: i % 5 === 4 ? undefined : `agent-${i % 3}`,
+      traceId: `trace-${i % 6}`,
+      subscriber: { id: `u-${i % 4}`, credential: { name: `cred-${i % 2}`, value: 'v' } },
+      model,
+      provider,
+      stopReason: i % 7 === 3 ? 'ERROR' : 'END',
+      inputTokenCount: input,
+      outputTokenCount: output,
+      reasoningTokenCount: i % 5,
+      cacheReadTokenCount: i % 4,
+      cacheCreationTokenCount: i % 3,
+      totalTokenCount: input + output,
+      requestTime: new Date(start).toISOString(),
+      responseTime: new Date(start + duration).toISOString(),
+      completionStartTime: new Date(start + 7 + i).toISOString(),
+      requestDuration: duration,
+      timeToFirstToken: i % 3 === 0 ? 0 : 5 + i, // 0: from completionStartTime − requestTime
+    })
+  })
+  for (const m of [d, one]) {
+    const posted = await Promise.all(bodies.map((body) => send(m.url, C, { body })))
+    t.same(new Set(posted.map((a) => a.status)), new Set([201]), JSON.stringify(posted.find((a) => a.status !== 201)?.body))
+  }
+  await sleep(100)
+  const range = 'organizationName=Rows&from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z'
+  const paths = [`summary?${range}`, `agents/cost?${range}`, `traces?${range}`, `traces/cost-distribution?${range}`, `tools/cost-over-time?${range}&interval=day`, `traces/trace-1?${range}`]
+  for (const path of paths) {
+    // A trace's records carry their ids, which differ between the two daemons.
+    const withoutIds = (body: any) => (body.records ? { ...body, records: body.records.map(({ id: _, ...r }: any) => r) } : body)
+    const expected = await send(one.url, `${API}/analytics/${path}`)
+    t.equal(expected.status, 200, path)
+    // Each request on a connection of its own: the cluster hands them to both workers.
+    const answers = await Promise.all(Array.from({ length: 6 }, () => send(d.url, `${API}/analytics/${path}`)))
+    for (const a of answers) t.same(withoutIds(a.body), withoutIds(expected.body), `${path}: the answer of one process`)
+  }
+})
+
 t.test('a sidecar (upstream exporter) runs as one process; asking for more is a config error', async (t) => {
   const { spawnSync } = await import('node:child_process')
   const dir = tempDir('meterd-workers-sidecar-')

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { parse } from 'yaml'
-import { iso } from '../../src/connectors/genai/build.js'
+import { iso, nanosToMs } from '../../src/connectors/genai/build.js'
 import { cacheOutsideInput } from '../../src/connectors/genai/providers.js'
 import { restCounts } from '../../src/connectors/genai/tokens.js'
 import { PermanentError, toApiError } from '../../src/core/errors.js'
@@ -222,4 +222,19 @@ t.test('record times are written as Date#toISOString writes them, whatever the t
   for (const ms of times) if (iso(ms) !== new Date(Math.floor(ms)).toISOString()) t.fail(`${ms}: ${iso(ms)}`)
   for (const ms of [NaN, 8.64e15 + 1, -Infinity]) t.throws(() => iso(ms), RangeError, `${ms}: a RangeError, as Date's`)
   t.pass(`${times.length} times`)
+})
+
+t.test('nanosecond timestamps become the same milliseconds as Number() of their two parts, whatever the text', async (t) => {
+  // The reference: the rule before the digit-by-digit reading (exact for every digit string it reads).
+  const reference = (n: string): number => (n.length <= 6 ? Number(n) / 1e6 : Number(n.slice(0, -6)) + Number(n.slice(-6)) / 1e6)
+  const texts = ['0', '1', '999999', '1000000', '1000001', '1795305494866122460', '18446744073709551615', '9007199254740993000000', '000000001795305494866122460',
+    '123456789012345678901', '1234567890123456789012', ' 1795305494866122460', '1795305494866122460 ', '+1795305494866122460', '-1795305494866122460', '17953054948661224.0',
+    '1795305494866x22460', '1e+21000000', '0x1234567890', '1_795305494866122460', '١٧٩٥٣٠٥٤٩٤٨٦٦١٢٢٤٦٠', '', '12345678']
+  for (let i = 0; i < 3000; i++) {
+    const digits = String(Math.floor(Math.random() * 1e15)) + String(Math.floor(Math.random() * 1e6)).padStart(6, '0')
+    texts.push(digits, digits.slice(i % 7), digits.slice(0, 7 + (i % 15)))
+  }
+  for (const n of texts) if (!Object.is(nanosToMs(n), reference(n))) t.fail(`${JSON.stringify(n)}: ${nanosToMs(n)}, not ${reference(n)}`)
+  t.equal(nanosToMs('1795305494866122460'), 1795305494866.12246)
+  t.pass(`${texts.length} texts`)
 })

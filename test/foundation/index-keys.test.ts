@@ -207,3 +207,35 @@ t.test('a build of layout 3 refuses a directory of layout 4 instead of misreadin
   await store.close()
   t.throws(() => new Store({ path }), /written by a newer meterd \(usage layout 5\)/)
 })
+
+t.test('a layout-3 directory with more entries than one move chunk keeps every one of them, in order', async (t) => {
+  const dir = tempDir('meterd-index-keys-many-')
+  t.teardown(() => removeDir(dir))
+  const path = join(dir, 'data')
+  const store = new Store({ path })
+  await store.durable(store.root.transaction(() => store.usage.writeInTransaction([rec('M0', 'team-m', 'completion', '2026-02-01T00:00:00.000Z')], { dedupWindowMs: HOUR, now: 1_000 })))
+  await store.close()
+  // 25,000 index and 12,000 dedup entries (the move goes 10,000 at a time), written as layout 3 did.
+  const indexKeys: string[][] = []
+  for (let i = 0; i < 25_000; i++) indexKeys.push(['t', `team-${i % 7}`, 'completion', new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(), `id-${i}`])
+  const dedupKeys: string[][] = []
+  for (let i = 0; i < 12_000; i++) dedupKeys.push([`team-${i % 3}`, 'completion', `tx-${i}`])
+  const old = open({ path, noSubdir: false, maxDbs: 64 })
+  const oldIndex = old.openDB({ name: 'usage-index' })
+  const oldDedup = old.openDB({ name: 'usage-dedup', sharedStructuresKey: STRUCTURES })
+  await old.transaction(() => {
+    for (const k of indexKeys) oldIndex.put(k, null)
+    for (const [i, k] of dedupKeys.entries()) oldDedup.put(k, { id: `id-${i}`, at: 1_000 })
+    old.openDB({ name: 'meta' }).put('usage.layout', 3)
+  })
+  await old.close()
+
+  const reopened = new Store({ path })
+  t.teardown(() => reopened.close())
+  const moved = [...reopened.usage.index.getKeys({ start: ['t'], end: ['t', RANGE_END] })].filter((k) => k[4] !== 'M0' && k[1] !== 'team-m')
+  t.same(moved, [...indexKeys].sort(byUtf8), 'every index entry moved, in lmdb-js array-key order')
+  t.equal(reopened.usage.dedup.getKeysCount({ start: ['\u0006'], end: [RANGE_END] }), 12_000 + 1, 'every dedup entry (and the record written before)')
+  t.same(reopened.usage.dedup.get(['team-2', 'completion', 'tx-11999']), { id: 'id-11999', at: 1_000 }, 'values move unchanged')
+  t.equal(reopened.db('usage-index').getKeysCount({}), 0, 'the earlier index database is left empty')
+  t.equal(reopened.db('usage-dedup').getKeysCount({}), 0, 'and the earlier dedup database')
+})

@@ -80,6 +80,78 @@ const genai = (i: number, extra: Record<string, unknown>[] = []): Record<string,
   ],
 })
 
+/**
+ * Usage spans written byte by byte with what readSpan (src/transport/otlp/read-span.ts) reads from
+ * the bytes and what it leaves to protobufjs: every AnyValue member, members given twice, keys
+ * given twice, `__proto__` and index-like keys, varints of several bytes, unknown fields of every
+ * wire type, known fields with another wire type, a status or a value given twice (merged by
+ * protobufjs), arrays and kvlists, negative and large integers, and times given twice.
+ */
+function oddSpans(): Uint8Array {
+  const W = () => protobuf.Writer.create()
+  const str = (field: number, v: string) => W().uint32((field << 3) | 2).string(v)
+  const value = (build: (w: protobuf.Writer) => void): protobuf.Writer => {
+    const w = W()
+    build(w)
+    return w
+  }
+  const raw = (bytes: number[]) => ({ finish: () => Uint8Array.from(bytes) }) as protobuf.Writer
+  const kv = (key: string, any?: protobuf.Writer, extra?: (w: protobuf.Writer) => void): Uint8Array => {
+    const w = W().uint32((1 << 3) | 2).string(key)
+    if (any) w.uint32((2 << 3) | 2).bytes(any.finish())
+    extra?.(w)
+    return w.finish()
+  }
+  const span = (n: number, attrs: Uint8Array[], more?: (w: protobuf.Writer) => void): Uint8Array => {
+    const w = W().uint32((1 << 3) | 2).bytes(Buffer.alloc(16, 0x40 + n)).uint32((2 << 3) | 2).bytes(Buffer.alloc(8, 0x40 + n))
+    w.uint32((5 << 3) | 2).string(`span ${n} “ü”`).uint32((6 << 3) | 0).uint32(3)
+    w.uint32((7 << 3) | 1).fixed64('1795305494000000000').uint32((8 << 3) | 1).fixed64('1795305495123456789')
+    w.uint32((9 << 3) | 2).bytes(kv('gen_ai.operation.name', str(1, 'chat')))
+    for (const a of attrs) w.uint32((9 << 3) | 2).bytes(a)
+    more?.(w)
+    return w.finish()
+  }
+  const S = (v: string) => str(1, v)
+  const spans = [
+    // Every scalar member; empty string and bytes; members given twice (the last counts); several members (anyValue's order decides).
+    span(0, [
+      kv('s', S('text “ü”')), kv('empty', S('')), kv('i', value((w) => w.uint32((3 << 3) | 0).uint64(1_234_567_890_123))), kv('zero', value((w) => w.uint32((3 << 3) | 0).uint32(0))),
+      kv('d', value((w) => w.uint32((4 << 3) | 1).double(0.25))), kv('nan', value((w) => w.uint32((4 << 3) | 1).double(NaN))), kv('negzero', value((w) => w.uint32((4 << 3) | 1).double(-0))),
+      kv('t', value((w) => w.uint32((2 << 3) | 0).bool(true))), kv('f', value((w) => w.uint32((2 << 3) | 0).bool(false))),
+      kv('b', value((w) => w.uint32((7 << 3) | 2).bytes(Buffer.from([0, 1, 254, 255])))), kv('nob', value((w) => w.uint32((7 << 3) | 2).bytes(Buffer.alloc(0)))),
+      kv('twice', value((w) => w.uint32((1 << 3) | 2).string('first').uint32((1 << 3) | 2).string('last'))),
+      kv('both', value((w) => w.uint32((3 << 3) | 0).uint32(5).uint32((1 << 3) | 2).string('string wins'))),
+      kv('int.double', value((w) => w.uint32((4 << 3) | 1).double(1.5).uint32((3 << 3) | 0).uint32(7))),
+      kv('bool.bytes', value((w) => w.uint32((7 << 3) | 2).bytes(Buffer.from('x')).uint32((2 << 3) | 0).uint32(1))),
+      kv('nothing', value(() => undefined)), kv('novalue'), kv('', S('empty key')), kv('__proto__', S('not the prototype')), kv('12', S('an index')), kv('s', S('the same key again')),
+      kv('key.twice', S('v'), (w) => w.uint32((1 << 3) | 2).string('key.last')),
+      // Varints written long: a bool of two bytes, an int of seven, a zero of three.
+      kv('long.bool', value((w) => w.uint32((2 << 3) | 0).uint32(128))), kv('long.false', raw([(2 << 3) | 0, 0x80, 0x00])),
+      kv('seven', value((w) => w.uint32((3 << 3) | 0).uint64(2 ** 48 + 3))), kv('padded', raw([(3 << 3) | 0, 0x80, 0x80, 0x00]))
+    ], (w) => {
+      // Unknown fields of every wire type, a known field of another wire type, and the end time again.
+      w.uint32((40 << 3) | 0).uint32(300).uint32((41 << 3) | 1).fixed64(1).uint32((42 << 3) | 2).string('unknown').uint32((43 << 3) | 5).fixed32(9)
+      w.uint32((5 << 3) | 0).uint32(1).uint32((6 << 3) | 2).string('not a kind').uint32((8 << 3) | 1).fixed64('1795305496000000001')
+      w.uint32((15 << 3) | 2).bytes(W().uint32((2 << 3) | 2).string('status “ü”').uint32((3 << 3) | 0).uint32(2).uint32((9 << 3) | 2).string('x').finish())
+    }),
+    // What protobufjs decodes: arrays, kvlists, a value given twice, a negative and a large integer, a status twice, a long kind, a long status code.
+    span(1, [kv('list', value((w) => w.uint32((5 << 3) | 2).bytes(W().uint32((1 << 3) | 2).bytes(S('a').finish()).finish())))]),
+    span(2, [kv('map', value((w) => w.uint32((6 << 3) | 2).bytes(W().uint32((1 << 3) | 2).bytes(kv('k', S('v'))).finish())))]),
+    span(3, [kv('merged', S('a'), (w) => w.uint32((2 << 3) | 2).bytes(value((v) => v.uint32((3 << 3) | 0).uint32(4)).finish()))]),
+    span(4, [kv('negative', value((w) => w.uint32((3 << 3) | 0).int64(-5)))]),
+    span(5, [kv('large', value((w) => w.uint32((3 << 3) | 0).uint64('18014398509481985')))]),
+    span(6, [], (w) => w.uint32((15 << 3) | 2).bytes(W().uint32((2 << 3) | 2).string('one').finish()).uint32((15 << 3) | 2).bytes(W().uint32((3 << 3) | 0).uint32(2).finish())),
+    span(7, [], (w) => w.uint32((6 << 3) | 0).uint32(300)),
+    span(8, [], (w) => w.uint32((15 << 3) | 2).bytes(W().uint32((3 << 3) | 0).uint32(130).finish())),
+    span(9, [kv('wide.tag', value((w) => w.uint32((20 << 3) | 0).uint32(1).uint32((1 << 3) | 2).string('after a two-byte tag')))]),
+  ]
+  const scope = W().uint32((1 << 3) | 2).string('odd').finish()
+  const ss = W().uint32((1 << 3) | 2).bytes(scope)
+  for (const sp of spans) ss.uint32((2 << 3) | 2).bytes(sp)
+  const rs = W().uint32((2 << 3) | 2).bytes(ss.finish()).finish()
+  return W().uint32((1 << 3) | 2).bytes(rs).finish()
+}
+
 /** Every shape of request the scan must treat as protobufjs does: plain spans among usage spans, bad ids, a resource that makes every span read. */
 function requests(): [string, Uint8Array][] {
   const mixed = jsonSpans([plain(0), genai(1), plain(2), { ...plain(3), spanId: 'abcd' }, genai(4, [{ key: 'gen_ai.usage.input_tokens', value: { intValue: '-3' } }]), { ...plain(5), traceId: '00'.repeat(16) }, plain(6)], [
@@ -92,6 +164,7 @@ function requests(): [string, Uint8Array][] {
     ['plain and usage spans, bad ids, a key in the resource', protoOf('traces', mixed)],
     ['a resource with a usage attribute', protoOf('traces', resourceRead)],
     ['three resources, one without resource or scope', protoOf('traces', twoResources)],
+    ['usage spans of every value shape, read from the bytes or by protobufjs', oddSpans()],
     ['empty', new Uint8Array(0)],
   ]
 }
@@ -125,7 +198,7 @@ t.test('the scan vouches for well-formed requests, and decoding only the spans r
 })
 
 t.test('every truncation and many corruptions of a request: the same items, or the same 400', async (t) => {
-  for (const [name, buf] of requests().slice(0, 3)) {
+  for (const [name, buf] of requests().slice(0, 4)) {
     let mismatches = 0
     const check = (b: Uint8Array, what: string): void => {
       const got = readOnly(b)
@@ -199,4 +272,25 @@ t.test('a pipeline fan-out reads the spans one of its branches reads; all of the
   t.same(fanout([{ id: 'a', consumer: reader(['gen_ai.']), mutatesData: false }]).spanInterest, { attributePrefixes: ['gen_ai.'] })
   t.same(fanout([{ id: 'a', consumer: reader(['gen_ai.']), mutatesData: false }, { id: 'b', consumer: reader(['llm.', 'gen_ai.']), mutatesData: false }]).spanInterest, { attributePrefixes: ['gen_ai.', 'llm.'] })
   t.equal(fanout([{ id: 'a', consumer: reader(['gen_ai.']), mutatesData: false }, { id: 'debug', consumer: reader(), mutatesData: false }]).spanInterest, undefined)
+})
+
+t.test('spans read from the bytes are the spans protobufjs decodes: values, keys in the same order, the fallbacks', async (t) => {
+  const buf = oddSpans()
+  t.ok(scanTraces(buf, PREFIX_BYTES), 'the scan follows the request')
+  const got = readOnly(buf) as DecodedTraces
+  const want = reference(buf) as DecodedTraces
+  t.equal(got.items.length, 10, 'every span is read')
+  t.same(got, want, 'the same items')
+  // Deep equality does not see the order of keys; the stored attributes keep it.
+  t.same(got.items.map((it) => JSON.stringify(it)), want.items.map((it) => JSON.stringify(it)), 'the same keys in the same order')
+  const first = got.items[0].span
+  t.same(
+    [first.attributes.s, first.attributes.i, first.attributes.twice, first.attributes.both, first.attributes['int.double'], first.attributes['bool.bytes'], first.attributes['long.bool'], first.attributes.seven],
+    ['the same key again', 1_234_567_890_123, 'last', 'string wins', 7, true, true, 2 ** 48 + 3],
+    'what the values came to',
+  )
+  t.equal(Object.getPrototypeOf(first.attributes), Object.prototype, '__proto__ is a key, not the prototype')
+  t.equal(first.attributes.__proto__, 'not the prototype')
+  t.same([first.kind, first.endTimeUnixNano, first.status], [3, '1795305496000000001', { code: 2, message: 'status “ü”' }])
+  t.same(got.items.slice(1).map((it) => it.span.attributes), want.items.slice(1).map((it) => it.span.attributes), 'arrays, kvlists, merges, negative and large integers as protobufjs decodes them')
 })

@@ -41,7 +41,27 @@ export interface Times {
 
 /** Nanoseconds since the epoch (a decimal string) → milliseconds, keeping the sub-millisecond part. */
 export function nanosToMs(nanos: string): number {
-  if (nanos.length <= 6) return Number(nanos) / 1e6
+  const n = nanos.length
+  // The usual 19 digits, read digit by digit: both parts are integers below 2^53, so each sum is
+  // exact and the result is the same double as Number() of the two slices, without the two
+  // substrings and the string-to-number conversions (about 2,000 instructions a call).
+  if (n > 6 && n <= 21) {
+    let ms = 0
+    let i = 0
+    for (; i < n - 6; i++) {
+      const d = nanos.charCodeAt(i) - 48
+      if (d < 0 || d > 9) break
+      ms = ms * 10 + d
+    }
+    let rest = 0
+    for (; i < n; i++) {
+      const d = nanos.charCodeAt(i) - 48
+      if (d < 0 || d > 9) break
+      rest = rest * 10 + d
+    }
+    if (i === n) return ms + rest / 1e6
+  }
+  if (n <= 6) return Number(nanos) / 1e6
   return Number(nanos.slice(0, -6)) + Number(nanos.slice(-6)) / 1e6
 }
 

@@ -4,7 +4,7 @@
  * environment. What must stay exact across them goes through this bus:
  *
  * - `publish`/`subscribe`: a fire-and-forget message to every *other* worker (registry and key
- *   changes, newly stored record ids for the analytics exporter, kicks for the webhook queue);
+ *   changes, the analytics rows of newly stored records, kicks for the webhook queue);
  * - `request`: a question the supervisor answers (rate-limit leases, aggregated metrics);
  *   the supervisor asks workers the same way (`answer`: each worker's own metrics).
  *

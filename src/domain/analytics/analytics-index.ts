@@ -21,15 +21,19 @@ export class AnalyticsIndex {
   /** Adds a committed record; false when it does not count (its tool was disabled). */
   add(r: UsageRecord): boolean {
     if (!readRow(r, this.row)) return false
-    const team = r.caller.team
+    this.addRow(r.caller.team, r.id, isUnpriced(r), this.row)
+    return true
+  }
+
+  /** Adds a row already read (`readRow`) from committed record `id` of `team`. */
+  addRow(team: string, id: string, unpriced: boolean, row: RowInput): void {
     let t = this.teams.get(team)
     if (t === undefined) this.teams.set(team, (t = new TeamIndex(team)))
-    const ref = t.add(this.row)
-    if (r.cost?.source === 'unpriced') {
-      this.unpriced.set(r.id, ref)
+    const ref = t.add(row)
+    if (unpriced) {
+      this.unpriced.set(id, ref)
       this.addedUnpriced++
     }
-    return true
   }
 
   /** The record as stored now; a row still unpriced takes its new cost once it has one. */
@@ -74,4 +78,9 @@ export class AnalyticsIndex {
     }
     return { teams: this.teams.size, rows, bytes }
   }
+}
+
+/** Stored without a price (a later `meterd reprice` may set one). */
+export function isUnpriced(r: UsageRecord): boolean {
+  return r.cost?.source === 'unpriced'
 }

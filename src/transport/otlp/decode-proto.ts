@@ -3,6 +3,7 @@ import { invalid } from '../../core/errors.js'
 import type { AttributeValue, Attributes, LogItem, OtlpResource, OtlpScope, SpanItem } from '../../model/otlp.js'
 import type { DecodeOptions, DecodedLogs, DecodedMetrics, DecodedTraces, ItemRejection } from './batch.js'
 import { ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, InstrumentationScope, Resource, Span } from './proto.js'
+import { readSpan } from './read-span.js'
 import { SPAN_STRIDE, scanTraces, type ScannedTraces } from './scan-traces.js'
 import { ItemError, checkIdBytes, fixed64Decimal, idFromBytes, int64Value, setAttribute, takeApiKeys, type Int64 } from './values.js'
 
@@ -153,7 +154,9 @@ function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions):
             const traceId = idAt(hex, t[at + 3], t[at + 4], 16, 'traceId', true)
             const spanId = idAt(hex, t[at + 5], t[at + 6], 8, 'spanId', true)
             const parentSpanId = idAt(hex, t[at + 7], t[at + 8], 8, 'parentSpanId', false)
-            out.items.push(spanItemWith(resource, scope, part(Span, t[at], t[at + 1]), traceId, spanId, parentSpanId))
+            // Read from the bytes when the span has the common shape; else protobufjs decodes it.
+            const span = readSpan(hex, t[at], t[at + 1], traceId, spanId, parentSpanId)
+            out.items.push(span ? { resource, scope, span } : spanItemWith(resource, scope, part(Span, t[at], t[at + 1]), traceId, spanId, parentSpanId))
             out.positions!.push(out.accepted)
           } else {
             checkIdBytes(buf, t[at + 3], t[at + 4], 16, 'traceId', true)

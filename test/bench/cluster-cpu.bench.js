@@ -25,12 +25,12 @@
  * CPU_NODE_ARGS for extra node flags (passed on to the workers).
  * Run: `npm run bench -- cluster-cpu`.
  */
-import { execFile, execFileSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { Agent, request as httpRequest } from 'node:http'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { bodyTemplate, fmt, header, line, spawnMeterd } from './lib.js'
+import { control, lastDump, loadCompletions, requireCallgrind } from './callgrind.js'
+import { fmt, header, line, spawnMeterd } from './lib.js'
 
 const PATH = '/meter/v2/ai/completions'
 const REQUESTS = Math.max(100, Number(process.env.CPU_REQUESTS) || 2000)
@@ -46,133 +46,14 @@ const CONFIG = {
   receivers: { otlp: { grpc: { endpoint: '' }, http: { endpoint: '' } } },
 }
 
-try {
-  execFileSync('valgrind', ['--version'], { stdio: 'ignore' })
-  execFileSync('callgrind_control', ['-h'], { stdio: 'ignore' })
-} catch {
-  header('cluster-cpu: valgrind (callgrind) is not installed; skipped')
-  process.exit(0)
-}
-
-const [before, after] = bodyTemplate()
-const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
-let seq = 0
+requireCallgrind('cluster-cpu')
 
 /**
- * Sends `count` POSTs with `connections` in flight, resolves when every answer is in; throws on
- * a non-2xx other than 503. Under callgrind on a busy machine, a few of two workers' commits
- * failed (503, nothing stored; not seen without valgrind, cause not found): those are counted
- * and printed, not retried (the count per request then includes them).
+ * The ingest load, with 503s counted rather than thrown: under callgrind on a busy machine a few
+ * of two workers' commits failed (503, nothing stored; not seen without valgrind, cause not
+ * found), and the count per request then includes them.
  */
-function load(url, key, count, connections) {
-  const agent = new Agent({ keepAlive: true, maxSockets: connections })
-  const { hostname, port } = new URL(url)
-  let sent = 0
-  let bad = 0
-  let unavailable = 0
-  let lastBad = ''
-  let resets = 0
-  const one = () =>
-    new Promise((resolve, reject) => {
-      const body = `${before}cpu-${run}-${(seq++).toString(36)}${after}`
-      const req = httpRequest(
-        { agent, hostname, port, path: PATH, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-api-key': key } },
-        (res) => {
-          const chunks = []
-          res.on('data', (c) => chunks.push(c))
-          res.on('end', () => {
-            if (res.statusCode === 503) unavailable++
-            else if (res.statusCode < 200 || res.statusCode > 299) {
-              bad++
-              lastBad = `${res.statusCode} ${Buffer.concat(chunks).toString().slice(0, 200)}`
-            }
-            resolve()
-          })
-        },
-      )
-      req.on('error', reject)
-      req.end(body)
-    })
-  const worker = async () => {
-    while (sent < count) {
-      sent++
-      // A connection the server closed under us (a keep-alive race) is retried once on a new one.
-      await one().catch((err) => {
-        resets++
-        if (resets > 10) throw err
-        return one()
-      })
-    }
-  }
-  return Promise.all(Array.from({ length: connections }, worker)).then(() => {
-    agent.destroy()
-    if (resets) line('  connections reset and retried', String(resets))
-    if (unavailable) line('  answered 503 (not stored)', `${unavailable} of ${count}`)
-    if (bad) throw new Error(`${bad} of ${count} answers were not 2xx (last: ${lastBad})`)
-  })
-}
-
-const control = (pid, ...args) =>
-  new Promise((resolve, reject) =>
-    execFile('callgrind_control', [...args, String(pid)], { timeout: 120_000 }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
-  )
-
-/**
- * The instructions (Ir) of the newest dump callgrind wrote for `pid` in `dir`, per thread
- * (`--separate-threads=yes` writes one file per thread: cg.<pid>.<n>-<thread>), busiest first.
- */
-function lastDump(dir, pid) {
-  const files = readdirSync(dir).filter((f) => f.startsWith(`cg.${pid}.`))
-  const seq = (f) => Number(/^cg\.\d+\.(\d+)/.exec(f)?.[1] ?? -1)
-  const last = Math.max(...files.map(seq))
-  if (!files.length || last < 0) throw new Error(`callgrind wrote no dump for ${pid} in ${dir}`)
-  const threads = files
-    .filter((f) => seq(f) === last)
-    .map((f) => {
-      const text = readFileSync(join(dir, f), 'utf8')
-      const m = /^totals: (\d+)/m.exec(text) ?? /^summary: (\d+)/m.exec(text)
-      return { thread: Number(/-(\d+)$/.exec(f)?.[1] ?? 1), ir: m ? Number(m[1]) : 0, compiling: compilerInstructions(text), file: join(dir, f) }
-    })
-  return threads.sort((a, b) => b.ir - a.ir)
-}
-
-/**
- * The instructions a dump counts in V8's optimizing compiler (functions under
- * v8::internal::compiler, their own cost). Callgrind's files name each function once
- * (`fn=(id) name` or `cfn=(id) name`) and refer to it by id after.
- */
-function compilerInstructions(text) {
-  const names = new Map()
-  let total = 0
-  let compiling = 0
-  let current = false
-  for (const line of text.split('\n')) {
-    if (line.startsWith('cfn=')) {
-      const m = /^cfn=\((\d+)\) (.*)$/.exec(line)
-      if (m) names.set(m[1], m[2])
-    } else if (line.startsWith('fn=')) {
-      const m = /^fn=\((\d+)\)(?: (.*))?$/.exec(line)
-      if (m) {
-        if (m[2] !== undefined) names.set(m[1], m[2])
-        current = (names.get(m[1]) ?? '').includes('v8::internal::compiler::')
-      }
-    } else if (/^[+-]?\d/.test(line)) {
-      // A cost line: position(s) then the Ir count (the last number). Calls' inclusive costs
-      // follow a `calls=` line and are skipped.
-      const parts = line.trim().split(/\s+/)
-      const ir = Number(parts[parts.length - 1])
-      if (!skipNext && Number.isFinite(ir)) {
-        total += ir
-        if (current) compiling += ir
-      }
-      skipNext = false
-      continue
-    }
-    skipNext = line.startsWith('calls=')
-  }
-  return compiling
-}
-let skipNext = false
+const load = (url, key, count, connections) => loadCompletions(url, key, count, connections, { count503: true })
 
 /** The daemon's processes: the root (the supervisor, or the one process) and its workers. */
 function processes(root) {

@@ -34,14 +34,16 @@
  * (for callgrind_annotate; their paths are printed).
  * Run: `npm run bench -- cpu-per-request`.
  */
-import { execFile, execFileSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { Agent, request as httpRequest } from 'node:http'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { baselineServer, bodyTemplate, check, fmt, header, INGEST_CONFIG, line, missed, spawnMeterd, spawnScript } from './lib.js'
+import { completionBody, control, lastDump, loadCompletions as load, requireCallgrind } from './callgrind.js'
+import { baselineServer, check, fmt, header, INGEST_CONFIG, line, missed, spawnMeterd, spawnScript } from './lib.js'
 
 const PATH = '/meter/v2/ai/completions'
+// OpenSSL's SHA-256 block functions (sha256_block_data_order and its variants): counted apart, see nativeSha256Ratio.
+const SHA256_BLOCKS = /^sha256_block_data_order/
 const REQUESTS = Math.max(100, Number(process.env.CPU_REQUESTS) || 2000)
 const WARMUP = Math.max(100, Number(process.env.CPU_WARMUP) || 8000)
 const CONNECTIONS = Math.max(1, Number(process.env.CPU_CONNECTIONS) || 64)
@@ -55,131 +57,7 @@ const KEEP = Boolean(process.env.CPU_KEEP)
 const NODE_ARGS = ['--min-semi-space-size=16', '--max-semi-space-size=16', ...(process.env.CPU_NODE_ARGS ?? '').split(' ').filter(Boolean)]
 const TARGET = 2
 
-try {
-  execFileSync('valgrind', ['--version'], { stdio: 'ignore' })
-  execFileSync('callgrind_control', ['-h'], { stdio: 'ignore' })
-} catch {
-  header('cpu-per-request: valgrind (callgrind) is not installed; skipped')
-  process.exit(0)
-}
-
-const [before, after] = bodyTemplate()
-const run = `${process.pid.toString(36)}-${Date.now().toString(36)}`
-let seq = 0
-
-/** Sends `count` POSTs with `connections` in flight, resolves when every answer is in; throws on a non-2xx. */
-function load(url, key, count, connections) {
-  const agent = new Agent({ keepAlive: true, maxSockets: connections })
-  const { hostname, port } = new URL(url)
-  let sent = 0
-  let bad = 0
-  let lastBad = ''
-  let resets = 0
-  const one = () =>
-    new Promise((resolve, reject) => {
-      const body = `${before}cpu-${run}-${(seq++).toString(36)}${after}`
-      const req = httpRequest(
-        { agent, hostname, port, path: PATH, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-api-key': key } },
-        (res) => {
-          const chunks = []
-          res.on('data', (c) => chunks.push(c))
-          res.on('end', () => {
-            if (res.statusCode < 200 || res.statusCode > 299) {
-              bad++
-              lastBad = `${res.statusCode} ${Buffer.concat(chunks).toString().slice(0, 200)}`
-            }
-            resolve()
-          })
-        },
-      )
-      req.on('error', reject)
-      req.end(body)
-    })
-  const worker = async () => {
-    while (sent < count) {
-      sent++
-      // A connection the server closed under us (a keep-alive race) is retried once on a new one.
-      await one().catch((err) => {
-        resets++
-        if (resets > 10) throw err
-        return one()
-      })
-    }
-  }
-  return Promise.all(Array.from({ length: connections }, worker)).then(() => {
-    agent.destroy()
-    if (resets) line('  connections reset and retried', String(resets))
-    if (bad) throw new Error(`${bad} of ${count} answers were not 2xx (last: ${lastBad})`)
-  })
-}
-
-const control = (pid, ...args) =>
-  new Promise((resolve, reject) =>
-    execFile('callgrind_control', [...args, String(pid)], { timeout: 120_000 }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
-  )
-
-/**
- * The instructions (Ir) of the newest dump callgrind wrote for `pid` in `dir`, per thread
- * (`--separate-threads=yes` writes one file per thread: cg.<pid>.<n>-<thread>), busiest first.
- */
-function lastDump(dir, pid) {
-  const files = readdirSync(dir).filter((f) => f.startsWith(`cg.${pid}.`))
-  const seq = (f) => Number(/^cg\.\d+\.(\d+)/.exec(f)?.[1] ?? -1)
-  const last = Math.max(...files.map(seq))
-  if (!files.length || last < 0) throw new Error(`callgrind wrote no dump for ${pid} in ${dir}`)
-  const threads = files
-    .filter((f) => seq(f) === last)
-    .map((f) => {
-      const text = readFileSync(join(dir, f), 'utf8')
-      const m = /^totals: (\d+)/m.exec(text) ?? /^summary: (\d+)/m.exec(text)
-      const parts = dumpParts(text)
-      return { thread: Number(/-(\d+)$/.exec(f)?.[1] ?? 1), ir: m ? Number(m[1]) : 0, compiling: parts.compiling, sha256: parts.sha256, sha256Fns: parts.sha256Fns, file: join(dir, f) }
-    })
-  return threads.sort((a, b) => b.ir - a.ir)
-}
-
-/**
- * Two parts of a dump, by the functions' own cost: the instructions in V8's optimizing compiler
- * (functions under v8::internal::compiler), and those in OpenSSL's SHA-256 block functions
- * (sha256_block_data_order and its variants; `sha256Fns` names the ones that ran). Callgrind's
- * files name each function once (`fn=(id) name` or `cfn=(id) name`) and refer to it by id after.
- */
-function dumpParts(text) {
-  const names = new Map()
-  let compiling = 0
-  let sha256 = 0
-  const sha256Fns = new Set()
-  let current = 0 // 0 other, 1 compiler, 2 SHA-256 block function
-  for (const line of text.split('\n')) {
-    if (line.startsWith('cfn=')) {
-      const m = /^cfn=\((\d+)\) (.*)$/.exec(line)
-      if (m) names.set(m[1], m[2])
-    } else if (line.startsWith('fn=')) {
-      const m = /^fn=\((\d+)\)(?: (.*))?$/.exec(line)
-      if (m) {
-        if (m[2] !== undefined) names.set(m[1], m[2])
-        const name = names.get(m[1]) ?? ''
-        current = name.includes('v8::internal::compiler::') ? 1 : SHA256_BLOCKS.test(name) ? 2 : 0
-        if (current === 2) sha256Fns.add(name.replace(/'\d+$/, ''))
-      }
-    } else if (/^[+-]?\d/.test(line)) {
-      // A cost line: position(s) then the Ir count (the last number). Calls' inclusive costs
-      // follow a `calls=` line and are skipped.
-      const parts = line.trim().split(/\s+/)
-      const ir = Number(parts[parts.length - 1])
-      if (!skipNext && Number.isFinite(ir)) {
-        if (current === 1) compiling += ir
-        else if (current === 2) sha256 += ir
-      }
-      skipNext = false
-      continue
-    }
-    skipNext = line.startsWith('calls=')
-  }
-  return { compiling, sha256, sha256Fns: [...sha256Fns] }
-}
-const SHA256_BLOCKS = /^sha256_block_data_order/
-let skipNext = false
+requireCallgrind('cpu-per-request')
 
 /** Instructions per request of a server started by `start({ wrapper, nodeArgs })`. */
 async function measure(label, start, key) {
@@ -198,7 +76,7 @@ async function measure(label, start, key) {
     await control(server.pid, '--zero')
     await load(server.url, key, REQUESTS, CONNECTIONS)
     await control(server.pid, '--dump')
-    const threads = lastDump(dir, server.pid)
+    const threads = lastDump(dir, server.pid, { sha256: (name) => SHA256_BLOCKS.test(name) })
     const total = threads.reduce((a, t) => a + t.ir, 0)
     // V8's optimizing compiler still finishing the warm-up's work is not a cost per request:
     // counted apart (valgrind runs one thread at a time, so under load its threads lag behind).
@@ -287,7 +165,7 @@ if (ONLY !== 'bare')
       }),
     undefined,
   )
-const signed = Buffer.from(`${before}cpu-${run}-${'0'.repeat(4)}${after}`) // what the 201's signature hashes (the bench's body)
+const signed = Buffer.from(completionBody(36 ** 3)) // what the 201's signature hashes: the bench's body, with a transactionId of 4 characters
 const sha = Object.values(results).some((r) => r.sha256 > 0) ? await nativeSha256Ratio(signed) : undefined
 /** Instructions per request with the counted SHA-256 software path scaled to its native cost (an estimate). */
 const native = (r) => r.perRequest - r.sha256 * (1 - sha.ratio)

@@ -21,10 +21,10 @@
  * OTLP_CPU_NODE_ARGS=--perf-basic-prof, /tmp/perf-<pid>.map names the JIT code in them).
  * Run: `npm run bench -- otlp-cpu`.
  */
-import { execFile, execFileSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { control, lastDump, requireCallgrind } from './callgrind.js'
 import { BARE_GRPC, BARE_HTTP, SPANS, exportMaker } from './otlp-load.js'
 import { fmt, freePort, header, line, spawnMeterd, spawnScript } from './lib.js'
 
@@ -35,13 +35,7 @@ const ONLY = process.env.OTLP_CPU_ONLY
 const KEEP = Boolean(process.env.OTLP_CPU_KEEP)
 const NODE_ARGS = ['--min-semi-space-size=16', '--max-semi-space-size=16', ...(process.env.OTLP_CPU_NODE_ARGS ?? '').split(' ').filter(Boolean)]
 
-try {
-  execFileSync('valgrind', ['--version'], { stdio: 'ignore' })
-  execFileSync('callgrind_control', ['-h'], { stdio: 'ignore' })
-} catch {
-  header('otlp-cpu: valgrind (callgrind) is not installed; skipped')
-  process.exit(0)
-}
+requireCallgrind('otlp-cpu')
 
 const { SERVICES } = await import('../../dist/src/transport/otlp/proto.js')
 const grpc = await import('@grpc/grpc-js')
@@ -92,52 +86,6 @@ async function load(target, key, count) {
   } finally {
     await client.close()
   }
-}
-
-const control = (pid, ...args) =>
-  new Promise((resolve, reject) => execFile('callgrind_control', [...args, String(pid)], { timeout: 120_000 }, (err, stdout) => (err ? reject(err) : resolve(stdout))))
-
-/** The newest dump's instructions per thread, and those of V8's optimizing compiler in each. */
-function lastDump(dir, pid) {
-  const files = readdirSync(dir).filter((f) => f.startsWith(`cg.${pid}.`))
-  const seqOf = (f) => Number(/^cg\.\d+\.(\d+)/.exec(f)?.[1] ?? -1)
-  const last = Math.max(...files.map(seqOf))
-  if (!files.length || last < 0) throw new Error(`callgrind wrote no dump for ${pid} in ${dir}`)
-  return files
-    .filter((f) => seqOf(f) === last)
-    .map((f) => {
-      const text = readFileSync(join(dir, f), 'utf8')
-      const m = /^totals: (\d+)/m.exec(text) ?? /^summary: (\d+)/m.exec(text)
-      return { thread: Number(/-(\d+)$/.exec(f)?.[1] ?? 1), ir: m ? Number(m[1]) : 0, compiling: compilerInstructions(text), file: join(dir, f) }
-    })
-}
-
-/** Own instructions of functions under v8::internal::compiler in one dump file. */
-function compilerInstructions(text) {
-  const names = new Map()
-  let compiling = 0
-  let current = false
-  let skip = false
-  for (const l of text.split('\n')) {
-    if (l.startsWith('cfn=')) {
-      const m = /^cfn=\((\d+)\) (.*)$/.exec(l)
-      if (m) names.set(m[1], m[2])
-    } else if (l.startsWith('fn=')) {
-      const m = /^fn=\((\d+)\)(?: (.*))?$/.exec(l)
-      if (m) {
-        if (m[2] !== undefined) names.set(m[1], m[2])
-        current = (names.get(m[1]) ?? '').includes('v8::internal::compiler::')
-      }
-    } else if (/^[+-]?\d/.test(l)) {
-      const parts = l.trim().split(/\s+/)
-      const ir = Number(parts[parts.length - 1])
-      if (!skip && current && Number.isFinite(ir)) compiling += ir
-      skip = false
-      continue
-    }
-    skip = l.startsWith('calls=')
-  }
-  return compiling
 }
 
 /** Instructions per export of a server that `start({ wrapper, nodeArgs })` starts; `target(server)` says where to send. */

@@ -24,11 +24,7 @@ export class WriteUnit {
   private readonly steps: WriteStep[] = []
   private running = false
   private done?: Promise<void>
-  /**
-   * Whether `commit()` has resolved: a component that runs after one that awaited the commit
-   * (ingest, after the lmdb exporter) need not await it again.
-   */
-  committed = false
+  private durable = false
 
   constructor(private readonly store: Store) {}
 
@@ -38,6 +34,14 @@ export class WriteUnit {
     this.steps.push(step)
   }
 
+  /**
+   * Whether `commit()` has resolved: a component that runs after one that awaited the commit
+   * (ingest, after the lmdb exporter) need not await it again.
+   */
+  get committed(): boolean {
+    return this.durable
+  }
+
   /** Resolves once every step has run and the transaction is on disk; rejects (for every caller) if a step threw. */
   commit(): Promise<void> {
     return (this.done ??= this.store.durable(
@@ -45,7 +49,7 @@ export class WriteUnit {
         this.running = true
         for (const step of this.steps) step()
       }),
-      () => (this.committed = true),
+      () => (this.durable = true),
     ))
   }
 }

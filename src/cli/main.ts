@@ -154,8 +154,10 @@ async function run(files: string[]): Promise<number> {
     checkDataFile(config.storage.path)
   }
   if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)
-  const bus = cluster.isWorker ? new WorkerBus(workers, Number(process.env.METERD_WORKER_INDEX)) : undefined
-  const telemetry = createTelemetry({ level: config.service.telemetry.logs.level, bindings: bus ? { worker: bus.index } : undefined })
+  const index = Number(process.env.METERD_WORKER_INDEX)
+  const telemetry = createTelemetry({ level: config.service.telemetry.logs.level, bindings: cluster.isWorker ? { worker: index } : undefined })
+  const warn = (message: string, err?: unknown) => telemetry.logger.warn({ err }, message)
+  const bus = cluster.isWorker ? new WorkerBus(workers, index, process, process.env.METERD_PEER_DIR, warn) : undefined
   // The supervisor combines every ready worker's registry for /metrics.
   bus?.answer('metrics', () => telemetry.registry.getMetricsAsJSON())
   const service = new Service({ config, plan, telemetry, cluster: bus })
@@ -189,6 +191,7 @@ async function run(files: string[]): Promise<number> {
     process.on('SIGINT', () => stop('SIGINT'))
   }
   try {
+    await bus?.open()
     await service.start()
   } catch (err) {
     // A cause the operator can fix is one line; anything else is logged with its stack as well.

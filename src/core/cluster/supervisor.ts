@@ -1,5 +1,7 @@
 import cluster, { type Worker } from 'node:cluster'
-import { availableParallelism } from 'node:os'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { availableParallelism, tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { AggregatorRegistry } from 'prom-client'
 import { isClusterMessage, type ClusterMessage } from './bus.js'
@@ -29,8 +31,8 @@ const MAX_RESTARTS_PER_WINDOW = 10
 
 /**
  * The primary process of a clustered daemon (node:cluster): forks the workers (the leader
- * first, the rest once it is ready), relays what
- * they publish to each other, answers their requests, restarts a worker that dies, and on
+ * first, the rest once it is ready), gives them a directory for the sockets they publish to each
+ * other on (peers.ts), answers their requests, restarts a worker that dies, and on
  * SIGTERM/SIGINT drains them all. A worker that fails before it was ever ready stops the
  * daemon (a bad config or a busy port would only crash-loop); so does a crash loop.
  * Resolves with the exit code.
@@ -77,8 +79,11 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
   let settle: (code: number) => void = () => undefined
   const done = new Promise<number>((r) => (settle = r))
 
+  const peerDir = makePeerDir()
+  process.on('exit', () => rmSync(peerDir, { recursive: true, force: true }))
+
   const fork = (index: number) => {
-    const w = cluster.fork({ METERD_WORKER_INDEX: String(index), METERD_WORKERS: String(opts.workers) })
+    const w = cluster.fork({ METERD_WORKER_INDEX: String(index), METERD_WORKERS: String(opts.workers), METERD_PEER_DIR: peerDir })
     byIndex.set(index, w)
     // A message to a worker that is dying fails (EPIPE), node:cluster's hand-over of a connection
     // included; unheard, that 'error' would end the supervisor and every listener with it. The
@@ -179,6 +184,35 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
   logger.info({ workers: opts.workers }, 'starting workers')
   fork(0)
   return done
+}
+
+/**
+ * The directory of the workers' sockets to each other (peers.ts): one only this user can enter,
+ * named after the supervisor's pid. It goes when the supervisor exits; one left by a supervisor
+ * that was killed (kill -9) is removed by the next one started.
+ */
+function makePeerDir(): string {
+  const base = tmpdir()
+  for (const name of readdirSync(base)) {
+    const m = /^meterd-workers-(\d+)-/.exec(name)
+    if (m && !alive(Number(m[1]))) {
+      try {
+        rmSync(join(base, name), { recursive: true, force: true })
+      } catch {
+        // Another user's: not ours to remove.
+      }
+    }
+  }
+  return mkdtempSync(join(base, `meterd-workers-${process.pid}-`))
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
 }
 
 /** Sends a message the supervisor itself publishes (e.g. a rate-limit block) to every worker. */

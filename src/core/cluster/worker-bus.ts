@@ -1,8 +1,14 @@
 import { isClusterMessage, type ClusterBus, type ClusterMessage } from './bus.js'
+import { PeerMesh } from './peers.js'
 
-/** A worker's side of the bus, over the IPC channel node:cluster opens to the supervisor. */
+/**
+ * A worker's side of the bus: requests to the supervisor over the IPC channel node:cluster opens
+ * to it, and what it publishes straight to the other workers (peers.ts) when the supervisor gave
+ * it a directory for their sockets (else through the supervisor, which relays it).
+ */
 export class WorkerBus implements ClusterBus {
   readonly leader: boolean
+  private readonly mesh?: PeerMesh
   private readonly topics = new Map<string, Set<(data: unknown) => void>>()
   private readonly answers = new Map<string, (data: unknown) => unknown>()
   private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; timer: NodeJS.Timeout }>()
@@ -12,15 +18,24 @@ export class WorkerBus implements ClusterBus {
     readonly workers: number,
     readonly index: number,
     private readonly proc: NodeJS.Process = process,
+    peerDir?: string,
+    private readonly warn: (message: string, err?: unknown) => void = () => undefined,
   ) {
     this.leader = index === 0
+    if (peerDir) this.mesh = new PeerMesh(peerDir, index, (topic, data) => this.deliver(topic, data), warn)
     proc.on('message', (m: unknown) => {
       if (isClusterMessage(m)) this.receive(m)
     })
   }
 
+  /** Joins the other workers (before this worker stores anything, so none of its messages miss a peer that is up). */
+  async open(): Promise<void> {
+    await this.mesh?.open()
+  }
+
   publish(topic: string, data: unknown): void {
-    this.send({ meterd: 'publish', topic, data, from: this.index })
+    if (this.mesh) this.mesh.send(topic, data)
+    else this.send({ meterd: 'publish', topic, data, from: this.index })
   }
 
   subscribe(topic: string, fn: (data: unknown) => void): () => void {
@@ -66,7 +81,7 @@ export class WorkerBus implements ClusterBus {
     if (m.meterd === 'request') {
       void this.reply(m.id, m.topic, m.data)
     } else if (m.meterd === 'publish') {
-      for (const fn of this.topics.get(m.topic) ?? []) fn(m.data)
+      this.deliver(m.topic, m.data)
     } else if (m.meterd === 'reply') {
       const p = this.pending.get(m.id)
       if (!p) return
@@ -74,6 +89,16 @@ export class WorkerBus implements ClusterBus {
       clearTimeout(p.timer)
       if (m.error !== undefined) p.reject(new Error(m.error))
       else p.resolve(m.data)
+    }
+  }
+
+  private deliver(topic: string, data: unknown): void {
+    for (const fn of this.topics.get(topic) ?? []) {
+      try {
+        fn(data)
+      } catch (err) {
+        this.warn(`a message on "${topic}" from another worker could not be handled`, err)
+      }
     }
   }
 

@@ -1,0 +1,136 @@
+/**
+ * The workers' direct channels (src/core/cluster/peers.ts): what one worker publishes reaches
+ * every other worker up at the time, once and in order, whichever of them started first, and a
+ * worker that replaces a dead one is reached as soon as its open() has resolved.
+ */
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { PeerMesh } from '../../src/core/cluster/peers.js'
+
+type Heard = { topic: string; data: unknown }[]
+
+function worker(dir: string, index: number): { mesh: PeerMesh; heard: Heard; warnings: string[] } {
+  const heard: Heard = []
+  const warnings: string[] = []
+  const mesh = new PeerMesh(dir, index, (topic, data) => heard.push({ topic, data }), (m) => warnings.push(m))
+  return { mesh, heard, warnings }
+}
+
+/** A socket file nothing listens on, as a worker killed with kill -9 leaves (bound by a process that is gone). */
+function staleSocket(path: string): void {
+  execFileSync('python3', ['-c', 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])', path])
+}
+
+/** Resolves once `cond` holds (checked every few ms), or fails after `ms`. */
+async function until(cond: () => boolean, ms = 3000): Promise<void> {
+  const end = Date.now() + ms
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('timed out')
+    await new Promise((r) => setTimeout(r, 5))
+  }
+}
+
+t.test('three workers: each message reaches every other worker once, in order, strings and values alike', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'meterd-peers-test-'))
+  const w = [worker(dir, 0), worker(dir, 1), worker(dir, 2)]
+  t.teardown(() => {
+    for (const x of w) x.mesh.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  // Started one after the other, as the supervisor does (the leader first).
+  for (const x of w) await x.mesh.open()
+  t.same(w.map((x) => x.mesh.peers), [2, 2, 2], 'every worker sends to the two others')
+
+  const big = 'x'.repeat(3 << 20) // several socket reads: frames are reassembled
+  w[1].mesh.send('rows', '[["é","a\\"b"],[1,2]]')
+  w[1].mesh.send('kick', null)
+  w[1].mesh.send('change', { key: 'k', n: 2, nested: [1, 'two'] })
+  w[1].mesh.send('rows', big)
+  w[2].mesh.send('kick', 'from 2')
+  await until(() => w[0].heard.length === 5 && w[2].heard.length === 4 && w[1].heard.length === 1)
+  // Order holds per sender: worker 2's message may come anywhere among worker 1's.
+  const from1 = w[0].heard.filter((h) => h.data !== 'from 2')
+  t.same(from1.map((h) => h.topic), ['rows', 'kick', 'change', 'rows'], 'in the order sent')
+  t.equal(from1[0].data, '[["é","a\\"b"],[1,2]]', 'a string arrives as it was sent')
+  t.equal(from1[1].data, null)
+  t.same(from1[2].data, { key: 'k', n: 2, nested: [1, 'two'] }, 'a value arrives equal')
+  t.equal(from1[3].data, big, 'a 3 MiB message arrives whole')
+  t.same(w[2].heard.map((h) => h.topic), ['rows', 'kick', 'change', 'rows'], 'the third worker hears the same')
+  t.same(w[1].heard, [{ topic: 'kick', data: 'from 2' }], 'a worker does not hear itself')
+  await new Promise((r) => setTimeout(r, 50))
+  t.equal(w[0].heard.length, 5, 'nothing arrives twice')
+})
+
+t.test('a worker that replaces a dead one is reached from the moment its open() resolves', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'meterd-peers-test-'))
+  const a = worker(dir, 0)
+  let b = worker(dir, 1)
+  t.teardown(() => {
+    a.mesh.close()
+    b.mesh.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  await a.mesh.open()
+  await b.mesh.open()
+  // Worker 1 dies without a word (kill -9): its connections close, its socket file stays behind.
+  ;(b.mesh as unknown as { sockets: Set<import('node:net').Socket> }).sockets.forEach((s) => s.destroy())
+  ;(b.mesh as unknown as { server: import('node:net').Server }).server.close()
+  await until(() => a.mesh.peers === 0)
+  staleSocket(join(dir, '1.sock'))
+  a.mesh.send('rows', 'lost: nobody is there')
+
+  b = worker(dir, 1)
+  await b.mesh.open()
+  a.mesh.send('rows', 'after the restart')
+  await until(() => b.heard.length === 1)
+  t.equal(b.heard[0].data, 'after the restart')
+  b.mesh.send('kick', null)
+  await until(() => a.heard.length === 1)
+  t.equal(a.heard[0].topic, 'kick', 'and it reaches the others on the same connection')
+})
+
+t.test('two workers starting together find each other; a socket of a dead worker is skipped', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'meterd-peers-test-'))
+  staleSocket(join(dir, '5.sock'))
+  t.ok(readdirSync(dir).includes('5.sock'))
+  const a = worker(dir, 1)
+  const b = worker(dir, 2)
+  t.teardown(() => {
+    a.mesh.close()
+    b.mesh.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  await Promise.all([a.mesh.open(), b.mesh.open()])
+  await until(() => a.mesh.peers === 1 && b.mesh.peers === 1)
+  a.mesh.send('kick', 1)
+  b.mesh.send('kick', 2)
+  await until(() => a.heard.length === 1 && b.heard.length === 1)
+  t.same([a.heard[0].data, b.heard[0].data], [2, 1])
+  await new Promise((r) => setTimeout(r, 50))
+  t.same([a.heard.length, b.heard.length], [1, 1], 'once each, even if both connected to the other')
+})
+
+t.test('a worker that stops reading is dropped, not buffered for without bound', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'meterd-peers-test-'))
+  const a = worker(dir, 0)
+  const b = worker(dir, 1)
+  t.teardown(() => {
+    a.mesh.close()
+    b.mesh.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  await a.mesh.open()
+  await b.mesh.open()
+  // Worker 1 hangs: it reads nothing more.
+  for (const s of (b.mesh as unknown as { sockets: Set<import('node:net').Socket> }).sockets) s.pause()
+  const chunk = 'y'.repeat(8 << 20)
+  for (let i = 0; i < 16 && a.mesh.peers > 0; i++) {
+    a.mesh.send('rows', chunk)
+    await new Promise((r) => setImmediate(r))
+  }
+  await until(() => a.mesh.peers === 0)
+  t.match(a.warnings.join('\n'), /worker 1 does not read/)
+})

@@ -157,7 +157,9 @@ async function run(files: string[]): Promise<number> {
   const index = Number(process.env.METERD_WORKER_INDEX)
   const telemetry = createTelemetry({ level: config.service.telemetry.logs.level, bindings: cluster.isWorker ? { worker: index } : undefined })
   const warn = (message: string, err?: unknown) => telemetry.logger.warn({ err }, message)
-  const bus = cluster.isWorker ? new WorkerBus(workers, index, process, process.env.METERD_PEER_DIR, warn) : undefined
+  const peerDir = process.env.METERD_PEER_DIR
+  if (cluster.isWorker && !peerDir) throw new ExitError('a worker needs METERD_PEER_DIR, which its supervisor sets', 1)
+  const bus = cluster.isWorker ? new WorkerBus(workers, index, process, peerDir!, warn) : undefined
   // The supervisor combines every ready worker's registry for /metrics.
   bus?.answer('metrics', () => telemetry.registry.getMetricsAsJSON())
   const service = new Service({ config, plan, telemetry, cluster: bus })
@@ -220,7 +222,7 @@ function workersFor(config: MeterdConfig): number {
 
 /** The primary of a daemon with several workers: it serves nothing itself (core/cluster/supervisor.ts). */
 async function runSupervisor(config: MeterdConfig, workers: number): Promise<number> {
-  const { logger } = createTelemetry({ level: config.service.telemetry.logs.level, bindings: { worker: 'supervisor' } })
+  const { logger } = createTelemetry({ level: config.service.telemetry.logs.level, bindings: { worker: 'supervisor' }, defaultMetrics: false })
   const leases = new LeaseTable(workers)
   const code = await supervise({
     workers,

@@ -10,14 +10,19 @@ export interface Telemetry {
   registry: Registry
 }
 
-export function createTelemetry(opts: { level?: string; destination?: NodeJS.WritableStream; bindings?: Record<string, unknown> } = {}): Telemetry {
+/**
+ * `defaultMetrics: false` leaves out prom-client's process and Node.js metrics, whose event-loop
+ * monitor samples every 10 ms: for a process whose registry nobody reads (a clustered daemon's
+ * supervisor; /metrics combines its workers') that is CPU spent for nothing.
+ */
+export function createTelemetry(opts: { level?: string; destination?: NodeJS.WritableStream; bindings?: Record<string, unknown>; defaultMetrics?: boolean } = {}): Telemetry {
   const logger = pino(
     { level: opts.level ?? process.env.METERD_LOG_LEVEL ?? 'info', base: { service: 'meterd', ...opts.bindings } },
     opts.destination ?? pino.destination({ dest: 2, sync: false }),
   )
   const registry = new Registry()
   // The standard names (process_*, nodejs_*), so stock Node.js dashboards work unchanged.
-  collectDefaultMetrics({ register: registry })
+  if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry })
   new Gauge({ name: 'meterd_build_info', help: 'Always 1; the labels say which meterd and Node.js run', labelNames: ['version', 'node'], registers: [registry], aggregator: 'max' })
     .labels({ version: PACKAGE_VERSION, node: process.versions.node })
     .set(1)

@@ -1,8 +1,8 @@
 /**
  * The rows one worker sends the others (src/domain/analytics/row.ts, issue 19 §1): what a
  * worker adds for another worker's record must be exactly what that worker read from it, or
- * the two answer the same query differently. The rows go through JSON twice on the way (the
- * batch's text, then Node's IPC message that carries it), as here.
+ * the two answer the same query differently. A batch crosses a socket as bytes and is read from
+ * wherever it lands in the receiver's buffer (not on an 8-byte boundary, say), as here.
  */
 import fc from 'fast-check'
 import t from 'tap'
@@ -54,7 +54,7 @@ function toRow(s: Sent, row: RowInput): RowInput {
   return row
 }
 
-/** What the receiver reads, batch by batch, after both JSON round trips. */
+/** What the receiver reads, batch by batch, each batch read at an odd offset of a larger buffer. */
 function roundTrip(batches: Sent[][]): Sent[] {
   const out = new PeerRows()
   const scratch = new RowInput()
@@ -62,10 +62,11 @@ function roundTrip(batches: Sent[][]): Sent[] {
   for (const batch of batches) {
     for (const s of batch) out.push(s.id, s.team, s.unpriced, toRow(s, scratch))
     if (batch.length === 0) continue
-    const message = JSON.parse(JSON.stringify({ meterd: 'publish', topic: 'analytics.rows', data: out.take() }))
+    const bytes = out.take()
     if (!out.empty) throw new Error('a batch taken must leave the next one empty')
+    const landed = Buffer.concat([Buffer.from('abc'), bytes, Buffer.from('de')]).subarray(3, 3 + bytes.length)
     const row = new RowInput()
-    readPeerRows(message.data, row, (id, team, unpriced) => {
+    readPeerRows(landed, row, (id, team, unpriced) => {
       got.push({ id, team, unpriced, time: row.time, cost: row.cost, flags: row.flags, duration: row.duration, ttft: row.ttft, tokens: [...row.tokens], dims: [...row.dims], traceId: row.traceId })
     })
   }
@@ -96,7 +97,18 @@ t.test('a batch names each distinct string once', async (t) => {
   const out = new PeerRows()
   const row = new RowInput()
   const s: Sent = { id: '01M89Z0NGZCZMEK3WNB7BSKT7G', team: 'default', unpriced: false, time: 1, cost: 5, flags: 0, duration: 3, ttft: NaN, tokens: new Array(TOKENS).fill(1), dims: DIMENSIONS.map(() => 'AcmeOrg'), traceId: 'trace-1' }
-  for (let i = 0; i < 100; i++) out.push(`${s.id.slice(0, 24)}${String(i).padStart(2, '0')}`, s.team, s.unpriced, toRow(s, row))
-  const [strings] = JSON.parse(out.take()) as [string[]]
-  t.same(strings, ['default', 'AcmeOrg', 'trace-1'])
+  const ids = Array.from({ length: 100 }, (_, i) => `${s.id.slice(0, 24)}${String(i).padStart(2, '0')}`)
+  for (const id of ids) out.push(id, s.team, s.unpriced, toRow(s, row))
+  const bytes = out.take()
+  const table = bytes.readUInt32LE(4)
+  const strings = JSON.parse(bytes.subarray(bytes.length - table).toString()) as string[]
+  t.same(strings.sort(), [...ids, 'default', 'AcmeOrg', 'trace-1'].sort())
+})
+
+t.test('a batch cut short is refused, not read past its end', async (t) => {
+  const out = new PeerRows()
+  const row = new RowInput()
+  out.push('01M89Z0NGZCZMEK3WNB7BSKT7G', 'default', false, row)
+  const bytes = out.take()
+  t.throws(() => readPeerRows(bytes.subarray(0, bytes.length - 1), row, () => undefined), /cannot be/)
 })

@@ -37,7 +37,11 @@ export const LOCAL: ClusterBus = {
   answer: () => undefined,
 }
 
-/** The wire format between a worker and its supervisor (Node IPC, serialized as JSON); `request` and `reply` go both ways. */
+/**
+ * The wire format between a worker and its supervisor (Node IPC, serialized as JSON): `request`
+ * and `reply` go both ways; `publish` only from the supervisor (workers publish to each other
+ * directly, peers.ts).
+ */
 export type ClusterMessage =
   | { meterd: 'publish'; topic: string; data: unknown; from: number }
   | { meterd: 'request'; id: number; topic: string; data: unknown }

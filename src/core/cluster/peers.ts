@@ -18,7 +18,7 @@ import { join } from 'node:path'
  *
  * Frames: u32 LE length of what follows, a type byte, then the type's payload —
  * HELLO and ACK: the sender's index (u16 LE); MESSAGE: topic length (u16 LE), the topic, a kind
- * byte (0: JSON text, 1: a string as it is) and the data.
+ * byte (0: JSON text, 1: a string as it is, 2: bytes as they are) and the data.
  */
 export class PeerMesh {
   /** The one connection each peer's messages are sent on (the latest made with it). */
@@ -143,10 +143,13 @@ export class PeerMesh {
     const topicLength = buf.readUInt16LE(from)
     const topic = buf.toString('utf8', from + 2, from + 2 + topicLength)
     const kind = buf[from + 2 + topicLength]
-    const text = buf.toString('utf8', from + 3 + topicLength, end)
     let data: unknown
     try {
-      data = kind === STRING ? text : JSON.parse(text)
+      if (kind === BYTES) data = buf.subarray(from + 3 + topicLength, end)
+      else {
+        const text = buf.toString('utf8', from + 3 + topicLength, end)
+        data = kind === STRING ? text : JSON.parse(text)
+      }
     } catch (err) {
       return this.warn(`a message on "${topic}" from another worker could not be read`, err)
     }
@@ -159,6 +162,7 @@ const ACK = 2
 const MESSAGE = 3
 const JSON_TEXT = 0
 const STRING = 1
+const BYTES = 2
 /** What may wait unread for one peer: far beyond what it gets in a second, so only a peer that stopped reading reaches it. */
 const MAX_BUFFERED = 64 << 20
 
@@ -173,16 +177,18 @@ function controlFrame(type: number, index: number): Buffer {
 }
 
 function messageFrame(topic: string, data: unknown): Buffer {
-  const string = typeof data === 'string'
-  const text = string ? data : JSON.stringify(data ?? null)
+  const kind = data instanceof Uint8Array ? BYTES : typeof data === 'string' ? STRING : JSON_TEXT
+  const body = kind === BYTES ? (data as Uint8Array) : undefined
+  const text = kind === STRING ? (data as string) : kind === JSON_TEXT ? JSON.stringify(data ?? null) : ''
   const topicLength = Buffer.byteLength(topic)
-  const size = 1 + 2 + topicLength + 1 + Buffer.byteLength(text)
+  const size = 1 + 2 + topicLength + 1 + (body ? body.byteLength : Buffer.byteLength(text))
   const b = Buffer.allocUnsafe(4 + size)
   b.writeUInt32LE(size, 0)
   b[4] = MESSAGE
   b.writeUInt16LE(topicLength, 5)
   b.write(topic, 7)
-  b[7 + topicLength] = string ? STRING : JSON_TEXT
-  b.write(text, 8 + topicLength)
+  b[7 + topicLength] = kind
+  if (body) b.set(body, 8 + topicLength)
+  else b.write(text, 8 + topicLength)
   return b
 }

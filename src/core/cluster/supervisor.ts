@@ -133,9 +133,6 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
         if (first && everReady.size === opts.workers) opts.onReady?.()
         return
       }
-      case 'publish':
-        for (const w of byIndex.values()) if (w !== from && w.isConnected()) w.send(m)
-        return
       case 'reply': {
         const p = asked.get(m.id)
         if (!p) return

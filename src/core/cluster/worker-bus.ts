@@ -3,12 +3,12 @@ import { PeerMesh } from './peers.js'
 
 /**
  * A worker's side of the bus: requests to the supervisor over the IPC channel node:cluster opens
- * to it, and what it publishes straight to the other workers (peers.ts) when the supervisor gave
- * it a directory for their sockets (else through the supervisor, which relays it).
+ * to it, and what it publishes straight to the other workers over sockets in the directory the
+ * supervisor made for them (peers.ts). A message may be bytes (a Uint8Array arrives as a Buffer).
  */
 export class WorkerBus implements ClusterBus {
   readonly leader: boolean
-  private readonly mesh?: PeerMesh
+  private readonly mesh: PeerMesh
   private readonly topics = new Map<string, Set<(data: unknown) => void>>()
   private readonly answers = new Map<string, (data: unknown) => unknown>()
   private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; timer: NodeJS.Timeout }>()
@@ -18,11 +18,11 @@ export class WorkerBus implements ClusterBus {
     readonly workers: number,
     readonly index: number,
     private readonly proc: NodeJS.Process = process,
-    peerDir?: string,
+    peerDir: string,
     private readonly warn: (message: string, err?: unknown) => void = () => undefined,
   ) {
     this.leader = index === 0
-    if (peerDir) this.mesh = new PeerMesh(peerDir, index, (topic, data) => this.deliver(topic, data), warn)
+    this.mesh = new PeerMesh(peerDir, index, (topic, data) => this.deliver(topic, data), warn)
     proc.on('message', (m: unknown) => {
       if (isClusterMessage(m)) this.receive(m)
     })
@@ -30,12 +30,11 @@ export class WorkerBus implements ClusterBus {
 
   /** Joins the other workers (before this worker stores anything, so none of its messages miss a peer that is up). */
   async open(): Promise<void> {
-    await this.mesh?.open()
+    await this.mesh.open()
   }
 
   publish(topic: string, data: unknown): void {
-    if (this.mesh) this.mesh.send(topic, data)
-    else this.send({ meterd: 'publish', topic, data, from: this.index })
+    this.mesh.send(topic, data)
   }
 
   subscribe(topic: string, fn: (data: unknown) => void): () => void {

@@ -91,49 +91,68 @@ export function costUnits(r: UsageRecord): number | bigint {
 /**
  * Rows as one worker hands them to the others (issue 19 §1): every worker keeps the analytics
  * of every record, and reading another worker's record back from LMDB and decoding all of it
- * cost more than the row itself. A batch is one JSON text, `[strings, values]`: each row is
- * PEER_STRIDE values — id, team, unpriced (0/1), time, cost (units: a number, or a bigint's
- * digits), flags, duration and ttft (null when unknown), the token counts, the dimensions and
- * the traceId — where team, dimensions and traceId are indexes into `strings`, which holds each
- * distinct string of the batch once (a client's records repeat the same few). The text has few
- * quotes, so the IPC hops that carry it as a string copy it rather than escape it.
+ * cost more than the row itself. A batch is bytes: a header (u32 LE the number of rows, u32 LE
+ * the byte length of the string table), then PEER_STRIDE doubles per row — time, cost (units;
+ * NaN when it is a bigint, whose digits are then a string), the bigint's string or -1, flags,
+ * duration and ttft (NaN when unknown), the token counts, unpriced (0/1), and the string codes of
+ * id, team, the dimensions and the traceId — then the string table as a JSON array (each distinct
+ * string once: a client's records repeat the same few). Numbers travel as they are, with no text
+ * to write and parse: JSON of the numbers was most of what a batch cost its two ends.
  */
-const PEER_STRIDE = 8 + TOKENS + DIMENSIONS.length + 1
+const PEER_STRIDE = 7 + TOKENS + 1 + 2 + DIMENSIONS.length + 1
+const HEADER = 8
 
 export class PeerRows {
   private strings: string[] = []
   private codes = new Map<string, number>()
-  private values: unknown[] = []
+  private values = new Float64Array(64 * PEER_STRIDE)
+  private rows = 0
 
   get empty(): boolean {
-    return this.values.length === 0
+    return this.rows === 0
   }
 
   /** Adds `row` (read from record `id` of `team`). */
   push(id: string, team: string, unpriced: boolean, row: RowInput): void {
-    const v = this.values
-    v.push(
-      id,
-      this.code(team),
-      unpriced ? 1 : 0,
-      row.time,
-      typeof row.cost === 'bigint' ? row.cost.toString() : row.cost,
-      row.flags,
-      Number.isNaN(row.duration) ? null : row.duration,
-      Number.isNaN(row.ttft) ? null : row.ttft,
-    )
-    for (let k = 0; k < TOKENS; k++) v.push(row.tokens[k])
-    for (let k = 0; k < DIMENSIONS.length; k++) v.push(this.code(row.dims[k]))
-    v.push(this.code(row.traceId))
+    let v = this.values
+    if ((this.rows + 1) * PEER_STRIDE > v.length) {
+      v = new Float64Array(v.length * 2)
+      v.set(this.values)
+      this.values = v
+    }
+    let i = this.rows++ * PEER_STRIDE
+    v[i++] = row.time
+    if (typeof row.cost === 'bigint') {
+      v[i++] = NaN
+      v[i++] = this.code(row.cost.toString())
+    } else {
+      v[i++] = row.cost
+      v[i++] = -1
+    }
+    v[i++] = row.flags
+    v[i++] = row.duration
+    v[i++] = row.ttft
+    for (let k = 0; k < TOKENS; k++) v[i++] = row.tokens[k]
+    v[i++] = unpriced ? 1 : 0
+    v[i++] = this.code(id)
+    v[i++] = this.code(team)
+    for (let k = 0; k < DIMENSIONS.length; k++) v[i++] = this.code(row.dims[k])
+    v[i] = this.code(row.traceId)
   }
 
-  /** The batch as one JSON text; the batch is empty after. */
-  take(): string {
-    const text = JSON.stringify([this.strings, this.values])
+  /** The batch as bytes; the batch is empty after. */
+  take(): Buffer {
+    const table = JSON.stringify(this.strings)
+    const numbers = this.rows * PEER_STRIDE * 8
+    const out = Buffer.allocUnsafe(HEADER + numbers + Buffer.byteLength(table))
+    out.writeUInt32LE(this.rows, 0)
+    out.writeUInt32LE(out.length - HEADER - numbers, 4)
+    out.set(new Uint8Array(this.values.buffer, 0, numbers), HEADER)
+    out.write(table, HEADER + numbers)
     this.strings = []
     this.codes = new Map()
-    this.values = []
-    return text
+    this.rows = 0
+    return out
   }
 
   private code(s: string): number {
@@ -148,19 +167,31 @@ export class PeerRows {
 }
 
 /** Calls `fn` for each row of a batch `PeerRows.take()` wrote, read into `row` (reused). */
-export function readPeerRows(text: string, row: RowInput, fn: (id: string, team: string, unpriced: boolean) => void): void {
-  const [strings, list] = JSON.parse(text) as [string[], unknown[]]
-  for (let at = 0; at + PEER_STRIDE <= list.length; at += PEER_STRIDE) {
-    let i = at + 3
-    row.time = list[i++] as number
-    const cost = list[i++] as number | string
-    row.cost = typeof cost === 'string' ? BigInt(cost) : cost
-    row.flags = list[i++] as number
-    row.duration = (list[i++] as number | null) ?? NaN
-    row.ttft = (list[i++] as number | null) ?? NaN
-    for (let k = 0; k < TOKENS; k++) row.tokens[k] = list[i++] as number
-    for (let k = 0; k < DIMENSIONS.length; k++) row.dims[k] = strings[list[i++] as number]
-    row.traceId = strings[list[i] as number]
-    fn(list[at] as string, strings[list[at + 1] as number], list[at + 2] === 1)
+export function readPeerRows(bytes: Uint8Array, row: RowInput, fn: (id: string, team: string, unpriced: boolean) => void): void {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const rows = view.getUint32(0, true)
+  const tableLength = view.getUint32(4, true)
+  const numbers = rows * PEER_STRIDE * 8
+  if (HEADER + numbers + tableLength !== bytes.byteLength) throw new Error(`a batch of ${rows} rows cannot be ${bytes.byteLength} bytes long`)
+  // Copied out: the bytes need not start on an 8-byte boundary.
+  const v = new Float64Array(rows * PEER_STRIDE)
+  new Uint8Array(v.buffer).set(bytes.subarray(HEADER, HEADER + numbers))
+  const strings = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset + HEADER + numbers, tableLength).toString('utf8')) as string[]
+  for (let at = 0; at < v.length; at += PEER_STRIDE) {
+    let i = at
+    row.time = v[i++]
+    const cost = v[i++]
+    const big = v[i++]
+    row.cost = big >= 0 ? BigInt(strings[big]) : cost
+    row.flags = v[i++]
+    row.duration = v[i++]
+    row.ttft = v[i++]
+    for (let k = 0; k < TOKENS; k++) row.tokens[k] = v[i++]
+    const unpriced = v[i++] === 1
+    const id = strings[v[i++]]
+    const team = strings[v[i++]]
+    for (let k = 0; k < DIMENSIONS.length; k++) row.dims[k] = strings[v[i++]]
+    row.traceId = strings[v[i]]
+    fn(id, team, unpriced)
   }
 }

@@ -334,3 +334,36 @@ t.test('a sidecar (upstream exporter) runs as one process; asking for more is a 
   t.equal(run.status, 78, run.stderr)
   t.match(run.stderr, /server\.workers: 2 cannot run exporter upstream/)
 })
+
+t.test('a worker killed and replaced: every worker, the new one included, counts every record once', async (t) => {
+  // The replacement reads the store at start and joins the running worker's socket (src/core/cluster/peers.ts):
+  // from then on each hears of the records the other stores. A missed join shows as a worker counting fewer.
+  const d = await twoWorkers(t, { extensions: { ratelimit: { backend: 'memory', limits: { metering: 100000, analytics: 100000, platform: 100000 } } } })
+  const summary = `${API}/analytics/summary?organizationName=Restart&from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z`
+  const post = (from: number, n: number) =>
+    Promise.all(Array.from({ length: n }, (_, i) => send(d.url, C, { body: completion({ transactionId: `restart-${from + i}`, organizationName: 'Restart' }) })))
+  /** Counts as 8 queries on connections of their own see them (both workers answer some). */
+  const counts = async () => {
+    const answers = await Promise.all(Array.from({ length: 8 }, () => send(d.url, summary)))
+    return answers.map((a) => (a.status === 200 ? a.body.period.completions : a.status))
+  }
+  t.ok((await post(0, 30)).every((a) => a.status === 201))
+  const [victim] = workerPids(d)
+  process.kill(victim, 'SIGKILL')
+  const replaced = () => workerPids(d).length === 2 && !workerPids(d).includes(victim)
+  for (let i = 0; i < 600 && !replaced(); i++) await sleep(50)
+  t.ok(replaced(), 'a new worker replaces the one killed')
+  // The replacement answers 503 until it has read the store, then counts what was stored before.
+  let seen: unknown[] = []
+  for (let i = 0; i < 100; i++) {
+    seen = await counts()
+    if (seen.every((c) => c === 30)) break
+    await sleep(100)
+  }
+  t.same(new Set(seen), new Set([30]), 'both workers count the 30 records stored before the restart')
+
+  const after = await post(30, 40)
+  t.ok(after.every((a) => a.status === 201))
+  await sleep(200) // rows cross to the other worker within ~20 ms
+  t.same(new Set(await counts()), new Set([70]), 'and each counts the 40 stored since, whichever worker stored them')
+})

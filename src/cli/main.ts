@@ -185,6 +185,10 @@ async function run(files: string[]): Promise<number> {
     // whole process group, and the supervisor decides.
     process.on('SIGINT', () => undefined)
     process.on('disconnect', () => stop('disconnect'))
+    // node:cluster would instead end the worker at once when the channel closes unasked (its
+    // documented guard, off when this is true), cutting every request in flight: those that hold
+    // their rate-limit share are then stored and answered, those waiting for one get a 503.
+    cluster.worker!.exitedAfterDisconnect = true
   } else {
     process.on('SIGINT', () => stop('SIGINT'))
   }

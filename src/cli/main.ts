@@ -15,7 +15,7 @@ import { StartupError, dataDirFailure } from '../core/startup-error.js'
 import { createTelemetry } from '../core/telemetry.js'
 import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import type { Store } from '../store/store.js'
-import { surviveCommitFailures } from '../store/commit-failures.js'
+import { quietLmdbWriteLoopErrors, surviveCommitFailures } from '../store/commit-failures.js'
 import { DataDirLockedError, acquireDataDirLock } from '../store/lock.js'
 import { checkDataFile } from '../store/check.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
@@ -192,6 +192,9 @@ async function run(files: string[]): Promise<number> {
   } else {
     process.on('SIGINT', () => stop('SIGINT'))
   }
+  // A commit that fails while starting (the first admin key on a full disk) is said in one line
+  // (startup-error.ts), not also with the stack lmdb-js prints for it.
+  const loud = quietLmdbWriteLoopErrors()
   try {
     await service.start()
   } catch (err) {
@@ -201,6 +204,8 @@ async function run(files: string[]): Promise<number> {
     service.logger.flush?.()
     if (err instanceof StartupError) throw err
     throw new ExitError(`start failed: ${(err as Error).message}`, 1)
+  } finally {
+    loud()
   }
   bus?.ready()
   return await new Promise<number>(() => undefined) // runs until a signal

@@ -184,7 +184,11 @@ async function run(files: string[]): Promise<number> {
     // A worker drains when its supervisor says so (SIGTERM) or goes away; Ctrl-C reaches the
     // whole process group, and the supervisor decides.
     process.on('SIGINT', () => undefined)
-    process.on('disconnect', () => stop('disconnect'))
+    process.on('disconnect', () => {
+      // No supervisor is left to kill a worker whose drain hangs (it would after this long).
+      setTimeout(() => process.exit(1), config.server.shutdown_timeout_ms + 2000).unref()
+      stop('disconnect')
+    })
     // node:cluster would instead end the worker at once when the channel closes unasked (its
     // documented guard, off when this is true), cutting every request in flight: those that hold
     // their rate-limit share are then stored and answered, those waiting for one get a 503.

@@ -15,7 +15,7 @@ import { StartupError, dataDirFailure } from '../core/startup-error.js'
 import { createTelemetry } from '../core/telemetry.js'
 import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import type { Store } from '../store/store.js'
-import { surviveCommitFailures } from '../store/commit-failures.js'
+import { quietLmdbWriteLoopErrors, surviveCommitFailures } from '../store/commit-failures.js'
 import { DataDirLockedError, acquireDataDirLock } from '../store/lock.js'
 import { checkDataFile } from '../store/check.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
@@ -188,10 +188,21 @@ async function run(files: string[]): Promise<number> {
     // A worker drains when its supervisor says so (SIGTERM) or goes away; Ctrl-C reaches the
     // whole process group, and the supervisor decides.
     process.on('SIGINT', () => undefined)
-    process.on('disconnect', () => stop('disconnect'))
+    process.on('disconnect', () => {
+      // No supervisor is left to kill a worker whose drain hangs (it would after this long).
+      setTimeout(() => process.exit(1), config.server.shutdown_timeout_ms + 2000).unref()
+      stop('disconnect')
+    })
+    // node:cluster would instead end the worker at once when the channel closes unasked (its
+    // documented guard, off when this is true), cutting every request in flight: those that hold
+    // their rate-limit share are then stored and answered, those waiting for one get a 503.
+    cluster.worker!.exitedAfterDisconnect = true
   } else {
     process.on('SIGINT', () => stop('SIGINT'))
   }
+  // A commit that fails while starting (the first admin key on a full disk) is said in one line
+  // (startup-error.ts), not also with the stack lmdb-js prints for it.
+  const loud = quietLmdbWriteLoopErrors()
   try {
     await bus?.open()
     await service.start()
@@ -202,6 +213,8 @@ async function run(files: string[]): Promise<number> {
     service.logger.flush?.()
     if (err instanceof StartupError) throw err
     throw new ExitError(`start failed: ${(err as Error).message}`, 1)
+  } finally {
+    loud()
   }
   bus?.ready()
   return await new Promise<number>(() => undefined) // runs until a signal

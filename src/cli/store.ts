@@ -1,6 +1,6 @@
 import { storeUnwritableIn } from '../core/errors.js'
 import { quietLmdbWriteLoopErrors, surviveCommitFailures } from '../store/commit-failures.js'
-import { endLmdbWriteErrorLine, freeMiB, lackOfSpace } from '../store/disk-full.js'
+import { commitCause, lackOfSpace, unwritableDataDir } from '../store/disk-full.js'
 import { Store, type StoreOptions } from '../store/store.js'
 import { isCommitFailure } from '../store/write-health.js'
 import { EX_IOERR, ExitError } from './command.js'
@@ -33,28 +33,13 @@ export async function withStore<T>(opts: StoreOptions, unwritten: string, fn: (s
     // for that commit's flush, which never comes.
     const failure = storeUnwritableIn(err)?.cause ?? (isCommitFailure(err) ? (store.health.failed(err), err) : undefined)
     if (failure === undefined) throw err
-    throw fullDisk(opts.path, await causeOf(failure), unwritten)
+    throw fullDisk(opts.path, await commitCause(failure), unwritten)
   } finally {
     await store.close()
   }
 }
 
-/** The cause of lmdb-js's "Commit failed" error, which it rejects `commitError` with. */
-async function causeOf(failure: unknown): Promise<unknown> {
-  const cause = (failure as { commitError?: Promise<unknown> } | undefined)?.commitError
-  if (!cause) return failure
-  // lmdb-js rejects it in the same turn as the batch's writes: it has settled by the next one.
-  return Promise.race([cause.then(() => failure, (err: unknown) => err), new Promise((resolve) => setImmediate(() => resolve(failure)))])
-}
-
 function fullDisk(dir: string, cause: unknown, unwritten: string): ExitError {
-  const space = lackOfSpace(cause)
-  const free = freeMiB(dir)
-  const left = free === undefined ? '' : `, ${free} MiB free on its file system`
-  const problem = space
-    ? `the data directory ${dir} is full: ${space.why}`
-    : `cannot write to the data directory ${dir}: ${(cause as Error)?.message ?? String(cause)} (is its disk full?)`
-  const fix = space?.fix ?? 'free some space on its file system'
-  endLmdbWriteErrorLine(cause)
-  return new ExitError(`${problem}${left}; ${unwritten}. ${fix[0].toUpperCase()}${fix.slice(1)}, then run the command again`, EX_IOERR)
+  const { problem, fix } = unwritableDataDir(dir, cause)
+  return new ExitError(`${problem}; ${unwritten}. ${fix[0].toUpperCase()}${fix.slice(1)}, then run the command again`, EX_IOERR)
 }

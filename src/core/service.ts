@@ -67,8 +67,9 @@ export class Service implements Host {
       writeHealth: {
         failed: (reason, becameUnwritable) => {
           writeFailures.inc()
-          // Once per episode: under load every request fails the same way.
-          if (becameUnwritable) this.logger.error({ reason }, 'the store cannot write: requests that store data answer 503 until it can; /readyz is not ready')
+          // Once per episode: under load every request fails the same way. While starting, a
+          // failed write either stops the start (which says why) or is said once ready.
+          if (becameUnwritable && this.state !== 'created' && this.state !== 'starting') this.logUnwritable(reason)
         },
         recovered: (ms) => this.logger.info({ unwritable_ms: ms }, 'the store writes again'),
       },
@@ -142,8 +143,13 @@ export class Service implements Host {
       throw listenFailure(err, this.server.endpoint, 'server.endpoint')
     })
     this.state = 'ready'
+    if (!this.store.health.writable) this.logUnwritable(this.store.health.reason)
     this.logger.info({ address: `${addr.address}:${addr.port}`, pipelines: this.graph.pipelines }, 'meterd is ready')
     return addr
+  }
+
+  private logUnwritable(reason: string | undefined): void {
+    this.logger.error({ reason }, 'the store cannot write: requests that store data answer 503 until it can; /readyz is not ready')
   }
 
   /** Receivers stop first (no new data), then the listener drains, then everything downstream flushes. */

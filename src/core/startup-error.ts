@@ -1,7 +1,10 @@
-import { endLmdbWriteErrorLine, lackOfSpace } from '../store/disk-full.js'
+import { commitCause, endLmdbWriteErrorLine, lackOfSpace, unwritableDataDir } from '../store/disk-full.js'
+import { storeUnwritableIn } from './errors.js'
 
 /** sysexits.h EX_CONFIG: a start that fails on something the operator's config or host must change. */
 export const EX_CONFIG = 78
+/** sysexits.h EX_IOERR: the data directory could not be written (a full disk), as for the CLI's commands. */
+export const EX_IOERR = 74
 
 /**
  * A start-up failure the operator can fix: one line for stderr naming the cause and the fix,
@@ -47,7 +50,19 @@ export function dataDirFailure(err: unknown, path: string): Error {
   const space = lackOfSpace(err)
   if (space) {
     endLmdbWriteErrorLine(err)
-    return new StartupError(`${where}: the disk is full: ${space.why}`, space.fix)
+    return new StartupError(`${where}: the disk is full: ${space.why}`, space.fix, EX_IOERR)
   }
   return err instanceof Error ? err : new Error(String(err))
+}
+
+/**
+ * A write the daemon cannot start without (the first admin key) that the data directory did not
+ * take: one line naming the directory, why, and what was not done, exit 74. Undefined when `err`
+ * is not a failed commit.
+ */
+export async function startupWriteFailure(err: unknown, dir: string, unwritten: string): Promise<StartupError | undefined> {
+  const failure = storeUnwritableIn(err)?.cause
+  if (failure === undefined) return undefined
+  const { problem, fix } = unwritableDataDir(dir, await commitCause(failure))
+  return new StartupError(`${problem}; ${unwritten}`, `${fix}, then start meterd again`, EX_IOERR)
 }

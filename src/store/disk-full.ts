@@ -40,3 +40,27 @@ export function freeMiB(path: string): number | undefined {
 export function endLmdbWriteErrorLine(err: unknown): void {
   if (/Attempting to write page/.test((err as Error | undefined)?.message ?? '')) process.stderr.write('\n')
 }
+
+/** The cause of lmdb-js's "Commit failed" error (EFBIG, ENOSPC, EIO…), which it rejects `commitError` with; the error itself when it has none. */
+export async function commitCause(failure: unknown): Promise<unknown> {
+  const cause = (failure as { commitError?: Promise<unknown> } | undefined)?.commitError
+  if (!cause) return failure
+  // lmdb-js rejects it in the same turn as the batch's writes: it has settled by the next one.
+  return Promise.race([cause.then(() => failure, (err: unknown) => err), new Promise((resolve) => setImmediate(() => resolve(failure)))])
+}
+
+/**
+ * A write to the data directory `dir` that failed with `cause`, in words: the problem (naming the
+ * directory, why, and the space left on its file system) and the fix. A short write (EIO from
+ * LMDB) cannot be told from another I/O error, so it is asked about, not asserted.
+ */
+export function unwritableDataDir(dir: string, cause: unknown): { problem: string; fix: string } {
+  const space = lackOfSpace(cause)
+  const free = freeMiB(dir)
+  const left = free === undefined ? '' : `, ${free} MiB free on its file system`
+  const problem = space
+    ? `the data directory ${dir} is full: ${space.why}${left}`
+    : `cannot write to the data directory ${dir}: ${(cause as Error)?.message ?? String(cause)} (is its disk full?)${left}`
+  endLmdbWriteErrorLine(cause)
+  return { problem, fix: space?.fix ?? FREE_SPACE }
+}

@@ -107,6 +107,7 @@ export function loadCompletions(url, key, count, connections, { count503 = false
   let sent = 0
   let bad = 0
   let unavailable = 0
+  const codes = new Map()
   let lastBad = ''
   let resets = 0
   const one = () =>
@@ -118,7 +119,15 @@ export function loadCompletions(url, key, count, connections, { count503 = false
           const chunks = []
           res.on('data', (c) => chunks.push(c))
           res.on('end', () => {
-            if (count503 && res.statusCode === 503) unavailable++
+            if (count503 && res.statusCode === 503) {
+              unavailable++
+              // Which 503 it was: its code says which part could not serve it.
+              let code = '?'
+              try {
+                code = JSON.parse(Buffer.concat(chunks).toString()).error.code
+              } catch {}
+              codes.set(code, (codes.get(code) ?? 0) + 1)
+            }
             else if (res.statusCode < 200 || res.statusCode > 299) {
               bad++
               lastBad = `${res.statusCode} ${Buffer.concat(chunks).toString().slice(0, 200)}`
@@ -144,7 +153,7 @@ export function loadCompletions(url, key, count, connections, { count503 = false
   return Promise.all(Array.from({ length: connections }, worker)).then(() => {
     agent.destroy()
     if (resets) line('  connections reset and retried', String(resets))
-    if (unavailable) line('  answered 503 (not stored)', `${unavailable} of ${count}`)
+    if (unavailable) line('  answered 503 (not stored)', `${unavailable} of ${count} (${[...codes].map(([c, n]) => `${c} ×${n}`).join(', ')})`)
     if (bad) throw new Error(`${bad} of ${count} answers were not 2xx (last: ${lastBad})`)
   })
 }

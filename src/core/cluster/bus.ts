@@ -21,7 +21,10 @@ export interface ClusterBus {
   publish(topic: string, data: unknown): void
   /** Calls `fn` for every message another worker publishes on `topic`; returns an unsubscribe. */
   subscribe(topic: string, fn: (data: unknown) => void): () => void
-  /** Asks the supervisor; rejects when there is none or it does not answer in time. */
+  /**
+   * Asks the supervisor; rejects when there is none or the channel to it closes, and when it does
+   * not answer within `timeoutMs` if one is given (none by default: see WorkerBus.request).
+   */
   request<T = unknown>(topic: string, data: unknown, timeoutMs?: number): Promise<T>
   /** Answers the supervisor's requests on `topic` (a worker's part of a machine-wide figure). */
   answer(topic: string, fn: (data: unknown) => unknown): void

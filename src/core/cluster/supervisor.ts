@@ -102,8 +102,9 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
         return
       }
       if (!everReady.has(index)) {
-        // A worker that exits 78 (EX_CONFIG) has said why on stderr in one line: add no log line to it.
-        if (code === 78) logger.debug({ worker: index, code }, 'a worker failed to start; stopping')
+        // A worker that exits 78 (EX_CONFIG) or 74 (EX_IOERR: a full disk) has said why on stderr
+        // in one line: add no log line to it.
+        if (code === 78 || code === 74) logger.debug({ worker: index, code }, 'a worker failed to start; stopping')
         else logger.error({ worker: index, code, signal }, 'a worker failed to start; stopping')
         stop(code || 1)
         return

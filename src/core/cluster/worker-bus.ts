@@ -11,7 +11,7 @@ export class WorkerBus implements ClusterBus {
   private readonly mesh: PeerMesh
   private readonly topics = new Map<string, Set<(data: unknown) => void>>()
   private readonly answers = new Map<string, (data: unknown) => unknown>()
-  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; timer: NodeJS.Timeout }>()
+  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; timer?: NodeJS.Timeout }>()
   private nextId = 1
 
   constructor(
@@ -25,6 +25,15 @@ export class WorkerBus implements ClusterBus {
     this.mesh = new PeerMesh(peerDir, index, (topic, data) => this.deliver(topic, data), warn)
     proc.on('message', (m: unknown) => {
       if (isClusterMessage(m)) this.receive(m)
+    })
+    // The channel is reliable and ordered: a request goes unanswered only when the supervisor is
+    // gone, and then the channel closes. What waits on it fails at once, not after a timeout.
+    proc.on('disconnect', () => {
+      for (const [id, p] of this.pending) {
+        this.pending.delete(id)
+        clearTimeout(p.timer)
+        p.reject(new Error('the supervisor is gone (the channel to it closed)'))
+      }
     })
   }
 
@@ -44,19 +53,33 @@ export class WorkerBus implements ClusterBus {
     return () => void set.delete(fn)
   }
 
-  request<T>(topic: string, data: unknown, timeoutMs = 2000): Promise<T> {
+  /**
+   * Waits for the answer as long as the supervisor is connected: no timeout unless the caller
+   * sets one. A worker's clock cannot tell a slow supervisor from its own stalls: under valgrind a
+   * worker's loop stopped for 2.8 s while its lease request was answered in 6 ms, and the 2 s
+   * timeout it then had fired before the answer, long there, was read (the 503s of issue 19 §1).
+   */
+  request<T>(topic: string, data: unknown, timeoutMs?: number): Promise<T> {
     const id = this.nextId++
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id)
-        reject(new Error(`the supervisor did not answer "${topic}" within ${timeoutMs} ms`))
-      }, timeoutMs)
-      timer.unref()
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer })
+      const p: { resolve(v: unknown): void; reject(e: Error): void; timer?: NodeJS.Timeout } = { resolve: resolve as (v: unknown) => void, reject }
+      if (timeoutMs !== undefined) {
+        p.timer = setTimeout(() => {
+          // Timers run before I/O in a turn of the loop: after a stall of this worker's own, let
+          // it read an answer that arrived meanwhile before giving up on it.
+          setImmediate(() => {
+            if (this.pending.get(id) !== p) return
+            this.pending.delete(id)
+            reject(new Error(`the supervisor did not answer "${topic}" within ${timeoutMs} ms`))
+          })
+        }, timeoutMs)
+        p.timer.unref()
+      }
+      this.pending.set(id, p)
       if (!this.send({ meterd: 'request', id, topic, data })) {
-        clearTimeout(timer)
+        clearTimeout(p.timer)
         this.pending.delete(id)
-        reject(new Error('the supervisor is gone'))
+        reject(new Error('the supervisor is gone (the channel to it is closed)'))
       }
     })
   }

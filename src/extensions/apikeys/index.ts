@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
 import { ApiError } from '../../core/errors.js'
+import { startupWriteFailure } from '../../core/startup-error.js'
 import { presentedKey, type AdmissionRequest, type Authenticator, type Principal } from '../../transport/admission/index.js'
 import { resolveKeyRoute } from './resolve-key.js'
 import { KeyStore, type ApiKeyRecord } from './key-store.js'
@@ -33,7 +34,12 @@ export class ApiKeys implements Component, Authenticator {
     host.http.route(resolveKeyRoute)
     if (this.config.bootstrap && this.keys.isEmpty()) {
       const supplied = this.config.bootstrap_key ?? (process.env.METERD_BOOTSTRAP_API_KEY || undefined)
-      const { key, record } = await this.keys.create({ team: 'default', scopes: ['admin'], name: 'first admin key', key: supplied }, { bootstrap: true })
+      // Without it nobody could use the daemon: a disk that cannot take it stops the start, in one line.
+      const { key, record } = await this.keys
+        .create({ team: 'default', scopes: ['admin'], name: 'first admin key', key: supplied }, { bootstrap: true })
+        .catch(async (err: unknown) => {
+          throw (await startupWriteFailure(err, host.store.opts.path, 'the first admin key was not created')) ?? err
+        })
       if (supplied) {
         // The operator already has it (METERD_BOOTSTRAP_API_KEY or bootstrap_key): never echoed, stdout is often kept as logs.
         this.settings.logger.info({ keyId: record.id, team: record.team }, 'created the first admin key from the supplied bootstrap key (not printed)')

@@ -1,5 +1,5 @@
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
-import { ApiError, toApiError } from '../../core/errors.js'
+import { ApiError } from '../../core/errors.js'
 import { sharedCounter, tally } from '../../core/telemetry.js'
 import type { AdmissionHook, AdmissionRequest, RateLimitBucket } from '../../transport/admission/index.js'
 import type { CallerKey, ErrorPatternRules, Hit, RateLimitBackend } from './backend.js'
@@ -88,11 +88,14 @@ export class RateLimiter implements Component, AdmissionHook {
     const limit = this.limitOf(principal.account, bucket)
     const now = this.host!.now()
     const window = Math.floor(now / 1000)
-    // When the backend cannot decide (redis down, fail_open false) the answer still says which
-    // bucket and window it is about, with nothing left to spend.
+    // When the backend cannot decide (redis down with fail_open false; a worker that lost its
+    // supervisor) the answer says so, and which bucket and window it is about, with nothing left
+    // to spend. Not the catch-all 503: that one says the record could not be stored.
     const unavailable = (err: unknown): ApiError => {
       this.setHeaders(req, bucket, limit, window, 0)
-      return toApiError(err)
+      if (err instanceof ApiError) return err
+      this.settings.logger.warn({ err, bucket }, 'the rate limit could not be decided; the request was refused (503)')
+      return rateLimiterUnavailable(bucket)
     }
     let hit: Hit | Promise<Hit>
     try {
@@ -119,7 +122,7 @@ export class RateLimiter implements Component, AdmissionHook {
     try {
       until = backend.blockedUntil(this.ipCaller(req), now)
     } catch (err) {
-      return toApiError(err)
+      return err instanceof ApiError ? err : rateLimiterUnavailable(bucket)
     }
     return until instanceof Promise ? until.then(refuse, () => undefined) : refuse(until)
   }
@@ -172,6 +175,17 @@ export function bucketRate(bucket: RateLimitBucket, limit: number, msLeft: numbe
     headers: { 'retry-after': seconds, 'x-ratelimit-limited-reason': 'bucket-rate' },
     extra: { bucket },
   })
+}
+
+/** 503 `rate_limiter_unavailable`: the limit could not be decided, so the request was not processed. */
+export function rateLimiterUnavailable(bucket: RateLimitBucket): ApiError {
+  return new ApiError(
+    503,
+    'api_error',
+    'rate_limiter_unavailable',
+    `the rate limit of the ${bucket} bucket could not be decided, so the request was not processed (nothing was stored); retry after 1 s`,
+    { headers: { 'retry-after': '1' } },
+  )
 }
 
 /** SPEC Errors, 429 with `error-pattern`: no `bucket`; Retry-After is the remaining cooldown. */

@@ -21,13 +21,23 @@ const ATTRIBUTED = 1
 const HAS_COST = 2
 /** lmdb-js's flag for an encode inside a write transaction, whose bytes are copied before the next encode. */
 const RESET_BUFFER_MODE = 1024
+/**
+ * msgpackr's and lmdb-js's flag for an encode whose result may be the encoder's own buffer with the
+ * value's bytes between its `start` and `end` properties, instead of a new view of them.
+ */
+const REUSE_BUFFER_MODE = 512
 
-let scratch = Buffer.allocUnsafe(16 * 1024)
+/** A buffer whose bytes of the value are start to end (REUSE_BUFFER_MODE), as lmdb-js reads it. */
+type Spanned = Buffer & { start?: number; end?: number }
+
+// Its own ArrayBuffer (allocUnsafeSlow, never a slice of Node's pool): lmdb-js takes the address
+// of a spanned buffer's ArrayBuffer as that of its byte 0.
+let scratch: Spanned = Buffer.allocUnsafeSlow(16 * 1024)
 let pos = 0
 
 function room(bytes: number): void {
   if (pos + bytes <= scratch.length) return
-  const bigger = Buffer.allocUnsafe(Math.max(scratch.length * 2, pos + bytes + 1024))
+  const bigger = Buffer.allocUnsafeSlow(Math.max(scratch.length * 2, pos + bytes + 1024))
   scratch.copy(bigger, 0, 0, pos)
   scratch = bigger
 }
@@ -161,7 +171,26 @@ function encodeDedup(e: { id: string; at: number }, mode: number): Uint8Array {
   scratch[1] = FORMAT
   scratch.writeDoubleLE(e.at, 2)
   pos = 10 + scratch.write(e.id, 10, 'utf8')
-  return mode & RESET_BUFFER_MODE ? scratch.subarray(0, pos) : Buffer.from(scratch.subarray(0, pos))
+  return written(mode)
+}
+
+/**
+ * The scratch bytes 0 to pos as an encode's result. Inside a write transaction (RESET_BUFFER_MODE)
+ * lmdb-js copies them before the next encode: the scratch buffer itself, spanned, when lmdb-js
+ * takes a span (REUSE_BUFFER_MODE; no new view per value). Otherwise lmdb-js keeps their address
+ * until the commit, so they must be a buffer of their own.
+ */
+function written(mode: number): Uint8Array {
+  if (!(mode & RESET_BUFFER_MODE)) return Buffer.from(scratch.subarray(0, pos))
+  if (!(mode & REUSE_BUFFER_MODE)) return scratch.subarray(0, pos)
+  scratch.start = 0
+  scratch.end = pos
+  return scratch
+}
+
+/** The bytes of a msgpack part: its encoder's buffer, spanned (REUSE_BUFFER_MODE), or a view of them. */
+function bytesOf(part: Spanned): Uint8Array {
+  return part.start === undefined ? part : new Uint8Array(part.buffer, part.byteOffset + part.start, part.end! - part.start)
 }
 
 type Msgpack = (this: ValueEncoder, value: unknown, mode?: number) => Uint8Array
@@ -212,16 +241,15 @@ function encodeRecord(encoder: ValueEncoder, msgpack: Msgpack, r: UsageRecord, m
   scratch[lengthAt + 4] = n
   pos += bytes
   // Inside a transaction msgpackr may write its next value over this one (RESET_BUFFER_MODE):
-  // each part is copied before the next encode.
-  const inner = mode & RESET_BUFFER_MODE
-  if (r.cost !== undefined) writeBytes(msgpack.call(encoder, r.cost, inner))
-  const body = msgpack.call(encoder, r.body, inner)
+  // each part is copied before the next encode. Its bytes come spanned in msgpackr's buffer
+  // (REUSE_BUFFER_MODE) rather than as a new Buffer view, which costs more than the copy.
+  const inner = mode & RESET_BUFFER_MODE ? RESET_BUFFER_MODE | REUSE_BUFFER_MODE : 0
+  if (r.cost !== undefined) writeBytes(bytesOf(msgpack.call(encoder, r.cost, inner) as Spanned))
+  const body = bytesOf(msgpack.call(encoder, r.body, inner) as Spanned)
   room(body.length)
   scratch.set(body, pos)
   pos += body.length
-  // Inside a write transaction lmdb-js copies the bytes before the next encode; otherwise it
-  // keeps their address until the commit, so they must be a buffer of their own.
-  return mode & RESET_BUFFER_MODE ? scratch.subarray(0, pos) : Buffer.from(scratch.subarray(0, pos))
+  return written(mode)
 }
 
 function decodeRecord(bytes: Uint8Array, end: number, msgpack: (bytes: Uint8Array) => unknown): UsageRecord {

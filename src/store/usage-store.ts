@@ -1,4 +1,4 @@
-import type { Database, Transaction } from 'lmdb'
+import { asBinary, type Database, type Transaction } from 'lmdb'
 import type { BatchContext, StoredResponse } from '../core/consumer.js'
 import { USAGE_KINDS, type UsageKind, type UsageRecord } from '../model/usage-record.js'
 import { ReplayTaken } from '../ports/dedup.js'
@@ -32,6 +32,12 @@ export type { ListQuery, ListResult, WriteOptions } from '../ports/usage.js'
 export type IndexKey = TupleKey
 
 const NO_DUPLICATES: ReadonlyMap<string, string> = new Map()
+
+/**
+ * An index entry's value, null, as the msgpack byte the index database's encoder writes for it
+ * (0xc0): handed to lmdb-js already encoded, so a put does not run msgpackr for it.
+ */
+const NULL_VALUE = asBinary(new Uint8Array([0xc0])) as unknown as null
 
 const LOW = '' // sorts before every string
 const HIGH: typeof RANGE_END = RANGE_END // sorts after every string
@@ -117,7 +123,7 @@ export class UsageStore implements UsageRecords {
         }
       }
       this.records.put(r.id, r)
-      for (const k of indexKeys(r)) this.index.put(k, null)
+      for (const k of indexKeys(r)) this.index.put(k, NULL_VALUE)
     }
     if (opts.idempotency) {
       const { team, key, bodyHash, at, response } = opts.idempotency
@@ -130,7 +136,7 @@ export class UsageStore implements UsageRecords {
   displace(id: string): void {
     const old = this.records.get(id)
     const tx = old?.body.transactionId
-    if (old && typeof tx === 'string') this.index.put(['x', old.caller.team, old.kind, tx, old.id], null)
+    if (old && typeof tx === 'string') this.index.put(['x', old.caller.team, old.kind, tx, old.id], NULL_VALUE)
   }
 
   get(id: string): UsageRecord | undefined {

@@ -25,7 +25,8 @@ import { join } from 'node:path'
 import { BENCH_SECONDS, bodyTemplate, cannon, cpuSeconds, fmt, freshTransactions, header, line, median, missed, ratioLine, spawnMeterd, summarize } from './lib.js'
 
 const PATH = '/meter/v2/ai/completions'
-const CONNECTIONS = [64, 128]
+// Durable commits: the daemon needs many requests in flight to keep both cores busy (as in the ingest bench).
+const CONNECTIONS = [64, 128, 256]
 const ROUNDS = 3
 // Two daemons run side by side: their OTLP listeners take any free port.
 const OTLP_ANY_PORT = { METERD_OTLP_GRPC_ENDPOINT: '127.0.0.1:0', METERD_OTLP_HTTP_ENDPOINT: '127.0.0.1:0' }

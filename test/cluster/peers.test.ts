@@ -19,6 +19,17 @@ function worker(dir: string, index: number): { mesh: PeerMesh; heard: Heard; war
   return { mesh, heard, warnings }
 }
 
+/** Workers of these indexes in a fresh directory, closed and removed when `t` ends. */
+function workersIn(t: { teardown(fn: () => void): void }, ...indexes: number[]): { dir: string; w: ReturnType<typeof worker>[] } {
+  const dir = mkdtempSync(join(tmpdir(), 'meterd-peers-test-'))
+  const w = indexes.map((i) => worker(dir, i))
+  t.teardown(() => {
+    for (const x of w) x.mesh.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  return { dir, w }
+}
+
 /** A socket file nothing listens on, as a worker killed with kill -9 leaves (bound by a process that is gone). */
 function staleSocket(path: string): void {
   execFileSync('python3', ['-c', 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])', path])
@@ -34,12 +45,7 @@ async function until(cond: () => boolean, ms = 3000): Promise<void> {
 }
 
 t.test('three workers: each message reaches every other worker once, in order, strings and values alike', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'meterd-peers-test-'))
-  const w = [worker(dir, 0), worker(dir, 1), worker(dir, 2)]
-  t.teardown(() => {
-    for (const x of w) x.mesh.close()
-    rmSync(dir, { recursive: true, force: true })
-  })
+  const { w } = workersIn(t, 0, 1, 2)
   // Started one after the other, as the supervisor does (the leader first).
   for (const x of w) await x.mesh.open()
   t.same(w.map((x) => x.mesh.peers), [2, 2, 2], 'every worker sends to the two others')
@@ -65,14 +71,9 @@ t.test('three workers: each message reaches every other worker once, in order, s
 })
 
 t.test('a worker that replaces a dead one is reached from the moment its open() resolves', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'meterd-peers-test-'))
-  const a = worker(dir, 0)
-  let b = worker(dir, 1)
-  t.teardown(() => {
-    a.mesh.close()
-    b.mesh.close()
-    rmSync(dir, { recursive: true, force: true })
-  })
+  const { dir, w } = workersIn(t, 0, 1)
+  const [a] = w
+  let [, b] = w
   await a.mesh.open()
   await b.mesh.open()
   // Worker 1 dies without a word (kill -9): its connections close, its socket file stays behind.
@@ -83,6 +84,7 @@ t.test('a worker that replaces a dead one is reached from the moment its open() 
   a.mesh.send('rows', 'lost: nobody is there')
 
   b = worker(dir, 1)
+  t.teardown(() => b.mesh.close())
   await b.mesh.open()
   a.mesh.send('rows', 'after the restart')
   await until(() => b.heard.length === 1)
@@ -93,16 +95,9 @@ t.test('a worker that replaces a dead one is reached from the moment its open() 
 })
 
 t.test('two workers starting together find each other; a socket of a dead worker is skipped', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'meterd-peers-test-'))
+  const { dir, w: [a, b] } = workersIn(t, 1, 2)
   staleSocket(join(dir, '5.sock'))
   t.ok(readdirSync(dir).includes('5.sock'))
-  const a = worker(dir, 1)
-  const b = worker(dir, 2)
-  t.teardown(() => {
-    a.mesh.close()
-    b.mesh.close()
-    rmSync(dir, { recursive: true, force: true })
-  })
   await Promise.all([a.mesh.open(), b.mesh.open()])
   await until(() => a.mesh.peers === 1 && b.mesh.peers === 1)
   a.mesh.send('kick', 1)
@@ -114,14 +109,7 @@ t.test('two workers starting together find each other; a socket of a dead worker
 })
 
 t.test('a worker that stops reading is dropped, not buffered for without bound', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'meterd-peers-test-'))
-  const a = worker(dir, 0)
-  const b = worker(dir, 1)
-  t.teardown(() => {
-    a.mesh.close()
-    b.mesh.close()
-    rmSync(dir, { recursive: true, force: true })
-  })
+  const { w: [a, b] } = workersIn(t, 0, 1)
   await a.mesh.open()
   await b.mesh.open()
   // Worker 1 hangs: it reads nothing more.

@@ -5,11 +5,10 @@
  * and the supervisor must not fall over handing them out. Only the one connection handed to
  * the dead worker fails, at once.
  */
-import { execFileSync } from 'node:child_process'
 import { request } from 'node:http'
 import t from 'tap'
 import { completion } from '../fixtures/wire-examples.js'
-import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, until, type ChildMeterd } from '../helpers/meterd.js'
+import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, until, signal, workerPids } from '../helpers/meterd.js'
 
 const C = '/meter/v2/ai/completions'
 
@@ -33,19 +32,7 @@ function post(base: string, path: string, body: unknown): { connected: Promise<v
   return { connected: onConnect, answer }
 }
 
-function workerPids(d: ChildMeterd): number[] {
-  try {
-    return execFileSync('pgrep', ['-P', String(d.proc.pid)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)
-  } catch {
-    return []
-  }
-}
 
-const signal = (pid: number, sig: NodeJS.Signals) => {
-  try {
-    process.kill(pid, sig)
-  } catch {}
-}
 
 t.test('a worker dies while connections wait for a free worker: they are served, and the daemon stays up', async (t) => {
   const dir = tempDir('meterd-restart-')

@@ -6,11 +6,10 @@
  * supervisor dies, the request must fail at once with a 503 that says the rate limit could not be
  * decided, not that the record could not be stored.
  */
-import { execFileSync } from 'node:child_process'
 import { Agent, request } from 'node:http'
 import t from 'tap'
 import { completion } from '../fixtures/wire-examples.js'
-import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, until, type ChildMeterd } from '../helpers/meterd.js'
+import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, until, signal, workerPids } from '../helpers/meterd.js'
 
 const C = '/meter/v2/ai/completions'
 
@@ -39,19 +38,7 @@ function post(agent: Agent, base: string, body: unknown): Promise<Answer> {
   })
 }
 
-function workerPids(d: ChildMeterd): number[] {
-  try {
-    return execFileSync('pgrep', ['-P', String(d.proc.pid)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)
-  } catch {
-    return []
-  }
-}
 
-const signal = (pid: number, sig: NodeJS.Signals) => {
-  try {
-    process.kill(pid, sig)
-  } catch {}
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 /** Into the next second: the worker's share of the last one is no use there, so it must ask. */

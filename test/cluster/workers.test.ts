@@ -5,11 +5,10 @@
  * independent processes instead, each would fail (double the rate limit, twins stored twice,
  * stale tool prices, analytics that see half the records, deliveries sent twice).
  */
-import { execFileSync } from 'node:child_process'
 import { request } from 'node:http'
 import t from 'tap'
 import { completion } from '../fixtures/wire-examples.js'
-import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, writeConfig, type ChildMeterd } from '../helpers/meterd.js'
+import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, writeConfig, type ChildMeterd, workerPids } from '../helpers/meterd.js'
 import { event, sum, toolBody } from '../helpers/pricing.js'
 import { startReceiver } from '../helpers/webhook-receiver.js'
 import { Decimal } from '../../src/domain/pricing/money.js'
@@ -59,14 +58,6 @@ function send(base: string, path: string, opts: { method?: string; body?: unknow
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-/** The pids of the daemon's worker processes. */
-function workerPids(d: ChildMeterd): number[] {
-  try {
-    return execFileSync('pgrep', ['-P', String(d.proc.pid)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)
-  } catch {
-    return []
-  }
-}
 
 async function twoWorkers(t: Parameters<Parameters<typeof tap.test>[1]>[0], overrides: Record<string, unknown>): Promise<ChildMeterd> {
   const dir = tempDir('meterd-workers-')

@@ -2,7 +2,7 @@
  * Test harness: a real meterd (in-process Service or child process) on 127.0.0.1 with
  * a fresh LMDB directory, plus key creation and small HTTP helpers.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -239,6 +239,22 @@ export async function spawnMeterd(
 }
 
 /** Removes a directory tree (for tests that manage their own data dirs). */
+/** The pids of a clustered daemon's worker processes (the children of its supervisor). */
+export function workerPids(d: ChildMeterd): number[] {
+  try {
+    return execFileSync('pgrep', ['-P', String(d.proc.pid)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)
+  } catch {
+    return []
+  }
+}
+
+/** Sends `sig` to `pid`, if it is still there. */
+export function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig)
+  } catch {}
+}
+
 export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true })
 }

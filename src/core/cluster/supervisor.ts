@@ -50,10 +50,17 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
   const ask = (w: Worker, topic: string, timeoutMs: number): Promise<unknown> =>
     new Promise((resolve, reject) => {
       const id = nextId++
-      const timer = setTimeout(() => {
-        asked.delete(id)
-        reject(new Error(`worker ${w.id} did not answer "${topic}" within ${timeoutMs} ms`))
-      }, timeoutMs)
+      // Timers run before I/O in a turn of the loop: after a stall of the supervisor's own, an
+      // answer that arrived meanwhile is read first (as the workers' requests do, worker-bus.ts).
+      const timer = setTimeout(
+        () =>
+          setImmediate(() => {
+            if (!asked.has(id)) return
+            asked.delete(id)
+            reject(new Error(`worker ${w.id} did not answer "${topic}" within ${timeoutMs} ms`))
+          }),
+        timeoutMs,
+      )
       timer.unref()
       const settle = (fn: () => void) => {
         clearTimeout(timer)

@@ -3,7 +3,8 @@
  * take them (node:cluster's round-robin queue: every worker busy, here stopped with SIGSTOP).
  * Those connections belong to no worker: they must be served once a worker is free, not closed,
  * and the supervisor must not fall over handing them out. Only the one connection handed to
- * the dead worker fails, at once.
+ * the dead worker fails, at once. And when the supervisor itself is killed, what it leaves in
+ * the temporary directory is cleaned up by the next daemon.
  */
 import { mkdirSync, readdirSync } from 'node:fs'
 import { request } from 'node:http'

@@ -10,7 +10,7 @@ import { mkdirSync, readdirSync } from 'node:fs'
 import { request } from 'node:http'
 import t from 'tap'
 import { completion } from '../fixtures/wire-examples.js'
-import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, until, signal, workerPids } from '../helpers/meterd.js'
+import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, until, signal, workerPids, alive } from '../helpers/meterd.js'
 
 const C = '/meter/v2/ai/completions'
 
@@ -103,11 +103,3 @@ t.test("the workers' socket directory goes with the supervisor; one a kill -9 le
   t.same(socketDirs(), [], 'a supervisor that exits removes its own')
 })
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}

@@ -9,7 +9,7 @@
 import { Agent, request } from 'node:http'
 import t from 'tap'
 import { completion } from '../fixtures/wire-examples.js'
-import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, until, signal, workerPids } from '../helpers/meterd.js'
+import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, until, signal, workerPids, alive } from '../helpers/meterd.js'
 
 const C = '/meter/v2/ai/completions'
 
@@ -88,11 +88,3 @@ t.test('a slow supervisor is waited for; one that dies fails the waiting request
   t.match(d.stdout.join(''), /"signal":"disconnect","msg":"draining"/, 'after draining')
 })
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}

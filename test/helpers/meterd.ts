@@ -248,6 +248,16 @@ export function workerPids(d: ChildMeterd): number[] {
   }
 }
 
+/** Whether a process of this pid exists. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
 /** Sends `sig` to `pid`, if it is still there. */
 export function signal(pid: number, sig: NodeJS.Signals): void {
   try {

@@ -112,9 +112,22 @@ export class PeerMesh {
     if (this.closed) return void s.destroy()
     this.sockets.add(s)
     let peer = -1
-    let pending: Buffer | undefined
+    // The bytes of an unfinished frame, joined only once all of it is here (a large message
+    // arrives in many reads; joining at each read would copy it over and over).
+    let parts: Buffer[] = []
+    let have = 0
+    let want = 0
     s.on('data', (chunk: Buffer) => {
-      let buf = pending === undefined ? chunk : Buffer.concat([pending, chunk])
+      if (have > 0) {
+        parts.push(chunk)
+        have += chunk.length
+        if (want === 0 && have >= 4) want = 4 + Buffer.concat(parts).readUInt32LE(0)
+        if (want === 0 || have < want) return
+      }
+      const buf = have > 0 ? Buffer.concat(parts, have) : chunk
+      parts = []
+      have = 0
+      want = 0
       let at = 0
       while (buf.length - at >= 4) {
         const size = buf.readUInt32LE(at)
@@ -130,7 +143,12 @@ export class PeerMesh {
         }
         at = end
       }
-      pending = at === buf.length ? undefined : buf.subarray(at)
+      if (at < buf.length) {
+        const rest = buf.subarray(at)
+        parts = [rest]
+        have = rest.length
+        want = have >= 4 ? 4 + rest.readUInt32LE(0) : 0
+      }
     })
     s.on('error', () => undefined)
     s.on('close', () => {

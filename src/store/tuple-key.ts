@@ -52,7 +52,18 @@ function writeKey(key: unknown, target: Uint8Array, start: number): number {
       target[p++] = 0xff
       continue
     }
-    for (let j = 0; j < s.length; j++) {
+    // Printable ASCII (above the escaped U+0000–U+0005, below U+0080) is one byte as it is,
+    // and nearly every key is only that: one compare per character, then the general loop for
+    // whatever is left from the first other character on.
+    const len = s.length
+    let j = 0
+    for (; j < len; j++) {
+      const c = s.charCodeAt(j)
+      if ((c - 6) >>> 0 > 0x79) break
+      target[p + j] = c
+    }
+    p += j
+    for (; j < len; j++) {
       let c = s.charCodeAt(j)
       if (c < 0x80) {
         if (c > ESCAPE) target[p++] = c
@@ -63,7 +74,7 @@ function writeKey(key: unknown, target: Uint8Array, start: number): number {
       } else if (c < 0x800) {
         target[p++] = (c >> 6) | 0xc0
         target[p++] = (c & 0x3f) | 0x80
-      } else if ((c & 0xfc00) === 0xd800 && j + 1 < s.length && (s.charCodeAt(j + 1) & 0xfc00) === 0xdc00) {
+      } else if ((c & 0xfc00) === 0xd800 && j + 1 < len && (s.charCodeAt(j + 1) & 0xfc00) === 0xdc00) {
         c = 0x10000 + ((c & 0x3ff) << 10) + (s.charCodeAt(++j) & 0x3ff)
         target[p++] = (c >> 18) | 0xf0
         target[p++] = ((c >> 12) & 0x3f) | 0x80

@@ -106,21 +106,32 @@ function fits(v: any): v is UsageRecord {
 /**
  * The usage-records database's encoder (docs/performance.md, "CPU per request, counted"): a
  * record's meta fields — id, kind, times, caller, attribution, the attributed flag — in a fixed
- * order, as one UTF-8 string after their lengths, then the cost and the client's body in
- * msgpack (with the database's shared structures, as before). msgpackr encodes a record by
- * walking its structure transitions key by key, which cost about 70,000 instructions per
- * completion; this layout writes the meta fields straight and leaves msgpack only the body.
+ * order after their lengths, the cost in msgpack, and the client's body. msgpackr encodes a
+ * record by walking its structure transitions key by key, which cost about 70,000 instructions
+ * per completion; this layout writes the meta fields straight and, for a JSON-shaped body, the
+ * body in an encoding of its own (writeBody, below: about half of msgpackr's cost for it).
  *
- *   0xc1, 1, flags (1: attributed, 2: has cost),
+ * Format 2, a body the own encoding holds (every body a client sends as JSON):
+ *   0xc1, 2, flags (1: attributed, 2: has cost, 4: the text is UTF-16LE),
  *   the lengths (UTF-16 code units) of 22 strings: id, kind, eventTime, receivedAt,
  *     caller (account, tenant, team, environment, keyId), attribution (organizationName …
  *     region, in Attribution's order),
- *   the byte length and UTF-8 bytes of the 22 strings one after the other,
+ *   [cost: length, msgpack],
+ *   the body's structure: its length (at least two bytes), its bytes (writeBody),
+ *   the text, up to the end: the 22 strings, then the body's, one after the other; UTF-8, or
+ *     UTF-16LE (flag 4) when it holds a lone surrogate, which UTF-8 would turn into U+FFFD
+ *
+ * Format 1, any other body (and every record of earlier builds in this layout):
+ *   0xc1, 1, flags (1: attributed, 2: has cost),
+ *   the lengths of the 22 strings, as above,
+ *   the byte length (always five bytes) and UTF-8 bytes of the 22 strings one after the other,
  *   [cost: length, msgpack], body: msgpack up to the end
  *
- * Lengths are unsigned LEB128 (the strings' byte length always in five bytes). Values written by earlier builds (msgpack) decode as before, and
- * anything that is not a record of this shape (lmdb-js's shared structures, a record with fields
- * this layout does not know) is still written in msgpack.
+ * Lengths are unsigned LEB128 (a fixed width padded with 0x80 bytes where noted). Builds that
+ * read only format 1 refuse format 2 (its format byte) rather than misread it. Values written
+ * by earlier builds (msgpack) decode as before, and anything that is not a record of this shape
+ * (lmdb-js's shared structures, a record with fields this layout does not know) is still
+ * written in msgpack.
  */
 export function usageRecordCodec(Base: ValueEncoderClass): ValueEncoderClass {
   return class UsageRecordEncoder extends Base {
@@ -473,6 +484,9 @@ function writePlain(o: object, p: number, depth: number): number {
   if (proto !== Object.prototype && proto !== null) return UNHELD
   const b = out
   b[p++] = OBJECT
+  // The text in a local while the properties are strings (most are): a store to the module's
+  // `text` costs a write barrier each time.
+  let t = text
   for (const k in o) {
     if (p > limit) return FULL
     const i = keyAt++
@@ -488,11 +502,25 @@ function writePlain(o: object, p: number, depth: number): number {
     b[p++] = code
     if (code === KEY_LITERAL) {
       p = putLength(b, p, k.length)
-      text += k
+      t += k
     }
-    p = writeValue((o as Record<string, unknown>)[k], p, depth)
+    const v = (o as Record<string, unknown>)[k]
+    if (typeof v === 'string') {
+      const n = v.length
+      if (n < 0x80) b[p++] = n
+      else {
+        b[p++] = STR
+        p = putLength(b, p, n)
+      }
+      t += v
+      continue
+    }
+    text = t
+    p = writeValue(v, p, depth)
     if (p < 0) return p
+    t = text
   }
+  text = t
   b[p++] = END
   return p
 }

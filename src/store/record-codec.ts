@@ -224,32 +224,42 @@ function metaText(r: UsageRecord): string {
 }
 
 /** The flags byte, the lengths of the 22 meta strings, and the cost; after MARK and the format. */
+/** The 22 meta strings' lengths, gathered before they are written. */
+const metaLengths = new Uint32Array(22)
+
 function writeHead(r: UsageRecord): void {
   const c = r.caller
   const a = r.attribution
   scratch[pos++] = (r.attributed ? ATTRIBUTED : 0) | (r.cost !== undefined ? HAS_COST : 0)
-  writeLength(r.id.length)
-  writeLength(r.kind.length)
-  writeLength(r.eventTime.length)
-  writeLength(r.receivedAt.length)
-  writeLength(c.account.length)
-  writeLength(c.tenant.length)
-  writeLength(c.team.length)
-  writeLength(c.environment.length)
-  writeLength(c.keyId.length)
-  writeLength(a.organizationName.length)
-  writeLength(a.productName.length)
-  writeLength(a.subscriberId.length)
-  writeLength(a.subscriberEmail.length)
-  writeLength(a.subscriberCredentialName.length)
-  writeLength(a.agent.length)
-  writeLength(a.traceId.length)
-  writeLength(a.workflowId.length)
-  writeLength(a.taskType.length)
-  writeLength(a.subscriptionId.length)
-  writeLength(a.ticketId.length)
-  writeLength(a.environment.length)
-  writeLength(a.region.length)
+  const m = metaLengths
+  m[0] = r.id.length
+  m[1] = r.kind.length
+  m[2] = r.eventTime.length
+  m[3] = r.receivedAt.length
+  m[4] = c.account.length
+  m[5] = c.tenant.length
+  m[6] = c.team.length
+  m[7] = c.environment.length
+  m[8] = c.keyId.length
+  m[9] = a.organizationName.length
+  m[10] = a.productName.length
+  m[11] = a.subscriberId.length
+  m[12] = a.subscriberEmail.length
+  m[13] = a.subscriberCredentialName.length
+  m[14] = a.agent.length
+  m[15] = a.traceId.length
+  m[16] = a.workflowId.length
+  m[17] = a.taskType.length
+  m[18] = a.subscriptionId.length
+  m[19] = a.ticketId.length
+  m[20] = a.environment.length
+  m[21] = a.region.length
+  // One loop with the one-byte case inline: 22 calls of writeLength cost about twice as much.
+  for (let i = 0; i < 22; i++) {
+    const n = m[i]
+    if (n < 0x80) scratch[pos++] = n
+    else writeLength(n)
+  }
 }
 
 /** The cost in msgpack, after its length (msgpack parts: see encodeRecord). */

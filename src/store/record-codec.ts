@@ -1,4 +1,5 @@
 import type { Attribution, Caller, Cost, UsageRecord } from '../model/usage-record.js'
+import { BODY_KEYS } from './body-keys.js'
 
 /**
  * lmdb-js's value encoder for a database: msgpackr's Encoder, constructed by lmdb-js with the
@@ -16,9 +17,14 @@ export type ValueEncoderClass = new (options: object) => ValueEncoder
  * a record written by an earlier build (a msgpack record or map) never starts with it.
  */
 const MARK = 0xc1
+/** A record whose body is in msgpack (and a dedup entry). */
 const FORMAT = 1
+/** A record whose body is in meterd's own encoding; builds that read only format 1 refuse it. */
+const FORMAT_OWN_BODY = 2
 const ATTRIBUTED = 1
 const HAS_COST = 2
+/** Format 2: the record's text is UTF-16LE rather than UTF-8 (it holds a lone surrogate, which UTF-8 cannot carry). */
+const TEXT_UTF16 = 4
 /** lmdb-js's flag for an encode inside a write transaction, whose bytes are copied before the next encode. */
 const RESET_BUFFER_MODE = 1024
 /**
@@ -100,21 +106,32 @@ function fits(v: any): v is UsageRecord {
 /**
  * The usage-records database's encoder (docs/performance.md, "CPU per request, counted"): a
  * record's meta fields — id, kind, times, caller, attribution, the attributed flag — in a fixed
- * order, as one UTF-8 string after their lengths, then the cost and the client's body in
- * msgpack (with the database's shared structures, as before). msgpackr encodes a record by
- * walking its structure transitions key by key, which cost about 70,000 instructions per
- * completion; this layout writes the meta fields straight and leaves msgpack only the body.
+ * order after their lengths, the cost in msgpack, and the client's body. msgpackr encodes a
+ * record by walking its structure transitions key by key, which cost about 70,000 instructions
+ * per completion; this layout writes the meta fields straight and, for a JSON-shaped body, the
+ * body in an encoding of its own (writeBody, below: about half of msgpackr's cost for it).
  *
- *   0xc1, 1, flags (1: attributed, 2: has cost),
+ * Format 2, a body the own encoding holds (every body a client sends as JSON):
+ *   0xc1, 2, flags (1: attributed, 2: has cost, 4: the text is UTF-16LE),
  *   the lengths (UTF-16 code units) of 22 strings: id, kind, eventTime, receivedAt,
  *     caller (account, tenant, team, environment, keyId), attribution (organizationName …
  *     region, in Attribution's order),
- *   the byte length and UTF-8 bytes of the 22 strings one after the other,
+ *   [cost: length, msgpack],
+ *   the body's structure: its length (at least two bytes), its bytes (writeBody),
+ *   the text, up to the end: the 22 strings, then the body's, one after the other; UTF-8, or
+ *     UTF-16LE (flag 4) when it holds a lone surrogate, which UTF-8 would turn into U+FFFD
+ *
+ * Format 1, any other body (and every record of earlier builds in this layout):
+ *   0xc1, 1, flags (1: attributed, 2: has cost),
+ *   the lengths of the 22 strings, as above,
+ *   the byte length (always five bytes) and UTF-8 bytes of the 22 strings one after the other,
  *   [cost: length, msgpack], body: msgpack up to the end
  *
- * Lengths are unsigned LEB128 (the strings' byte length always in five bytes). Values written by earlier builds (msgpack) decode as before, and
- * anything that is not a record of this shape (lmdb-js's shared structures, a record with fields
- * this layout does not know) is still written in msgpack.
+ * Lengths are unsigned LEB128 (a fixed width padded with 0x80 bytes where noted). Builds that
+ * read only format 1 refuse format 2 (its format byte) rather than misread it. Values written
+ * by earlier builds (msgpack) decode as before, and anything that is not a record of this shape
+ * (lmdb-js's shared structures, a record with fields this layout does not know) is still
+ * written in msgpack.
  */
 export function usageRecordCodec(Base: ValueEncoderClass): ValueEncoderClass {
   return class UsageRecordEncoder extends Base {
@@ -195,43 +212,95 @@ function bytesOf(part: Spanned): Uint8Array {
 
 type Msgpack = (this: ValueEncoder, value: unknown, mode?: number) => Uint8Array
 
-function encodeRecord(encoder: ValueEncoder, msgpack: Msgpack, r: UsageRecord, mode: number): Uint8Array {
+function metaText(r: UsageRecord): string {
   const c = r.caller
   const a = r.attribution
-  // The meta strings as one: one native UTF-8 write instead of one per string. Their lengths (in
-  // UTF-16 code units, which the write keeps) go first, so any text can be split back apart.
-  const meta =
+  return (
     r.id + r.kind + r.eventTime + r.receivedAt +
     c.account + c.tenant + c.team + c.environment + c.keyId +
     a.organizationName + a.productName + a.subscriberId + a.subscriberEmail + a.subscriberCredentialName + a.agent +
     a.traceId + a.workflowId + a.taskType + a.subscriptionId + a.ticketId + a.environment + a.region
+  )
+}
+
+/** The flags byte, the lengths of the 22 meta strings, and the cost; after MARK and the format. */
+/** The 22 meta strings' lengths, gathered before they are written. */
+const metaLengths = new Uint32Array(22)
+
+function writeHead(r: UsageRecord): void {
+  const c = r.caller
+  const a = r.attribution
+  scratch[pos++] = (r.attributed ? ATTRIBUTED : 0) | (r.cost !== undefined ? HAS_COST : 0)
+  const m = metaLengths
+  m[0] = r.id.length
+  m[1] = r.kind.length
+  m[2] = r.eventTime.length
+  m[3] = r.receivedAt.length
+  m[4] = c.account.length
+  m[5] = c.tenant.length
+  m[6] = c.team.length
+  m[7] = c.environment.length
+  m[8] = c.keyId.length
+  m[9] = a.organizationName.length
+  m[10] = a.productName.length
+  m[11] = a.subscriberId.length
+  m[12] = a.subscriberEmail.length
+  m[13] = a.subscriberCredentialName.length
+  m[14] = a.agent.length
+  m[15] = a.traceId.length
+  m[16] = a.workflowId.length
+  m[17] = a.taskType.length
+  m[18] = a.subscriptionId.length
+  m[19] = a.ticketId.length
+  m[20] = a.environment.length
+  m[21] = a.region.length
+  // One loop with the one-byte case inline: 22 calls of writeLength cost about twice as much.
+  for (let i = 0; i < 22; i++) {
+    const n = m[i]
+    if (n < 0x80) scratch[pos++] = n
+    else writeLength(n)
+  }
+}
+
+/** The cost in msgpack, after its length (msgpack parts: see encodeRecord). */
+function writeCost(encoder: ValueEncoder, msgpack: Msgpack, cost: Cost, mode: number): void {
+  writeBytes(bytesOf(msgpack.call(encoder, cost, mode & RESET_BUFFER_MODE ? RESET_BUFFER_MODE | REUSE_BUFFER_MODE : 0) as Spanned))
+}
+
+function encodeRecord(encoder: ValueEncoder, msgpack: Msgpack, r: UsageRecord, mode: number): Uint8Array {
+  pos = 0
+  room(3 + 22 * 5)
+  scratch[pos++] = MARK
+  scratch[pos++] = FORMAT_OWN_BODY
+  writeHead(r)
+  if (r.cost !== undefined) writeCost(encoder, msgpack, r.cost, mode)
+  const bodyText = writeBody(r.body)
+  if (bodyText === undefined) return encodeRecordMsgpackBody(encoder, msgpack, r, mode)
+  // The meta strings and the body's as one: one native write. Their lengths (in UTF-16 code
+  // units, which the write keeps) are in the lengths and the structure, so they split back apart.
+  const text = metaText(r) + bodyText
+  // UTF-8 would turn a lone surrogate into U+FFFD; UTF-16LE keeps every code unit as it is.
+  if ((text as string & { isWellFormed(): boolean }).isWellFormed()) {
+    room(3 * text.length)
+    pos += scratch.write(text, pos, 'utf8')
+  } else {
+    room(2 * text.length)
+    pos += scratch.write(text, pos, 'utf16le')
+    scratch[2] |= TEXT_UTF16
+  }
+  return written(mode)
+}
+
+/** Format 1: the record with its body in msgpack, for a body the own encoding does not hold. */
+function encodeRecordMsgpackBody(encoder: ValueEncoder, msgpack: Msgpack, r: UsageRecord, mode: number): Uint8Array {
+  // The meta strings as one: one native UTF-8 write instead of one per string. Their lengths (in
+  // UTF-16 code units, which the write keeps) go first, so any text can be split back apart.
+  const meta = metaText(r)
   pos = 0
   room(3 + 22 * 5 + 5 + 3 * meta.length)
   scratch[pos++] = MARK
   scratch[pos++] = FORMAT
-  scratch[pos++] = (r.attributed ? ATTRIBUTED : 0) | (r.cost !== undefined ? HAS_COST : 0)
-  writeLength(r.id.length)
-  writeLength(r.kind.length)
-  writeLength(r.eventTime.length)
-  writeLength(r.receivedAt.length)
-  writeLength(c.account.length)
-  writeLength(c.tenant.length)
-  writeLength(c.team.length)
-  writeLength(c.environment.length)
-  writeLength(c.keyId.length)
-  writeLength(a.organizationName.length)
-  writeLength(a.productName.length)
-  writeLength(a.subscriberId.length)
-  writeLength(a.subscriberEmail.length)
-  writeLength(a.subscriberCredentialName.length)
-  writeLength(a.agent.length)
-  writeLength(a.traceId.length)
-  writeLength(a.workflowId.length)
-  writeLength(a.taskType.length)
-  writeLength(a.subscriptionId.length)
-  writeLength(a.ticketId.length)
-  writeLength(a.environment.length)
-  writeLength(a.region.length)
+  writeHead(r)
   // The UTF-8 length is written once known: reserve the most a varint of it can take.
   const lengthAt = pos
   pos += 5
@@ -240,21 +309,325 @@ function encodeRecord(encoder: ValueEncoder, msgpack: Msgpack, r: UsageRecord, m
   for (let i = 0; i < 4; i++, n >>>= 7) scratch[lengthAt + i] = (n & 0x7f) | 0x80
   scratch[lengthAt + 4] = n
   pos += bytes
+  if (r.cost !== undefined) writeCost(encoder, msgpack, r.cost, mode)
   // Inside a transaction msgpackr may write its next value over this one (RESET_BUFFER_MODE):
   // each part is copied before the next encode. Its bytes come spanned in msgpackr's buffer
   // (REUSE_BUFFER_MODE) rather than as a new Buffer view, which costs more than the copy.
-  const inner = mode & RESET_BUFFER_MODE ? RESET_BUFFER_MODE | REUSE_BUFFER_MODE : 0
-  if (r.cost !== undefined) writeBytes(bytesOf(msgpack.call(encoder, r.cost, inner) as Spanned))
-  const body = bytesOf(msgpack.call(encoder, r.body, inner) as Spanned)
+  const body = bytesOf(msgpack.call(encoder, r.body, mode & RESET_BUFFER_MODE ? RESET_BUFFER_MODE | REUSE_BUFFER_MODE : 0) as Spanned)
   room(body.length)
   scratch.set(body, pos)
   pos += body.length
   return written(mode)
 }
 
+// The body's own encoding (format 2). msgpackr writes a body through its shared structures,
+// walking their transitions key by key with megamorphic property loads (about 23k instructions
+// for the bench's completion under callgrind); this writes the structure of a JSON-shaped value
+// as about one byte per value, with the usual property names as one byte each (body-keys.ts),
+// and leaves its strings (values, and other names) to the record's one text. The structure is
+// one value; a value is one byte, then what it says:
+//
+//   0x00–0x7f  a string of that many UTF-16 code units (the next ones of the text)
+//   0x80–0xbf  the integer 0–63
+//   0xc0 null, 0xc1 false, 0xc2 true, 0xc3 undefined
+//   0xc4       a string: its length in UTF-16 code units (LEB128)
+//   0xc5       an integer 64 to 2^31 - 1 (LEB128); 0xc6 an integer from -2^31 to -1: minus it (LEB128)
+//   0xc7       any other number (a fraction, -0, beyond 32 bits, NaN, ±Infinity): float64, little-endian
+//   0xc8       an object: its properties in order, each a key byte and its value, then 0xff. A key
+//              byte below BODY_KEYS.length is that name of BODY_KEYS; 0xfe: a name from the text,
+//              its length in UTF-16 code units (LEB128) following
+//   0xc9       an array: its length (LEB128), its items; 0xd0–0xdf: an array of 0–15 items
+//
+// The text holds the strings in the order the walk meets them (a name before its value). It
+// holds plain objects (prototype Object.prototype or null), arrays, strings, numbers, booleans,
+// null and undefined, MAX_DEPTH deep at most; a body with anything else (a Date, a Map, a typed
+// array, a bigint, a class instance, …) is written in msgpack as a whole (format 1), as before.
+
+const STR = 0xc4
+const UINT = 0xc5
+const NEGINT = 0xc6
+const FLOAT64 = 0xc7
+const OBJECT = 0xc8
+const ARRAY = 0xc9
+const NULL = 0xc0
+const FALSE = 0xc1
+const TRUE = 0xc2
+const UNDEFINED = 0xc3
+const SHORT_ARRAY = 0xd0
+const KEY_LITERAL = 0xfe
+const END = 0xff
+const MAX_DEPTH = 64
+/**
+ * Bytes a walk may write past `limit`: it checks before each property and item, and writes at
+ * most a key and a value's head (6 + 6 bytes), then an object's end for each level it leaves.
+ */
+const MARGIN = 16 + MAX_DEPTH + 48
+/** A walk's answers besides a position: a value it does not hold, and more structure than the room made for it. */
+const UNHELD = -1
+const FULL = -2
+
+const KEY_INDEX = new Map<string, number>(BODY_KEYS.map((k, i) => [k, i]))
+if (BODY_KEYS.length > KEY_LITERAL || KEY_INDEX.size !== BODY_KEYS.length || KEY_INDEX.has('__proto__')) throw new Error('body-keys.ts: the table is not valid')
+
+/**
+ * The keys of the last bodies walked, by their place in the walk, and their key bytes: bodies of
+ * one client come with the same keys in the same order, and comparing a key with the one met at
+ * the same place last time (the same internalized string, from JSON.parse) costs less than a
+ * look-up in KEY_INDEX.
+ */
+const SEEN = 256
+const seenKeys: string[] = new Array<string>(SEEN).fill('')
+const seenCodes = new Uint8Array(SEEN)
+
+/** The walk's state: the buffer it writes (scratch), how far it may write, the strings met, keys met. */
+let out: Buffer = scratch
+let limit = 0
+let text = ''
+let keyAt = 0
+
+/**
+ * Writes the body's structure at pos, after its length; the body's strings, or undefined when it
+ * holds a value this encoding does not (pos is then anywhere after where it was).
+ */
+function writeBody(body: unknown): string | undefined {
+  const lengthAt = pos
+  for (let max = 4096; ; max *= 8) {
+    // Room for the structure's length (two bytes; more, below, within MARGIN) and up to `max`
+    // bytes of it, and MARGIN.
+    room(2 + max + MARGIN)
+    out = scratch
+    limit = lengthAt + 2 + max
+    text = ''
+    keyAt = 0
+    const end = writeValue(body, lengthAt + 2, 0)
+    const t = text
+    text = ''
+    if (end === UNHELD) return undefined
+    if (end === FULL) continue
+    // The structure's length: in the two bytes kept for it, or more, the structure moved up.
+    const n = end - lengthAt - 2
+    let size = 2
+    while (n >= 2 ** (7 * size)) size++
+    if (size > 2) scratch.copyWithin(lengthAt + size, lengthAt + 2, end)
+    let v = n
+    for (let i = 0; i < size - 1; i++, v = Math.floor(v / 128)) scratch[lengthAt + i] = (v % 128) | 0x80
+    scratch[lengthAt + size - 1] = v
+    pos = lengthAt + size + n
+    return t
+  }
+}
+
+function putLength(b: Buffer, p: number, n: number): number {
+  while (n >= 0x80) {
+    b[p++] = (n & 0x7f) | 0x80
+    n >>>= 7
+  }
+  b[p++] = n
+  return p
+}
+
+/** Writes a value at p; the position after it, or UNHELD, or FULL. */
+function writeValue(v: unknown, p: number, depth: number): number {
+  const b = out
+  if (typeof v === 'string') {
+    const n = v.length
+    if (n < 0x80) b[p++] = n
+    else {
+      b[p++] = STR
+      p = putLength(b, p, n)
+    }
+    text += v
+    return p
+  }
+  if (typeof v === 'number') {
+    if ((v | 0) === v && (v !== 0 || 1 / v > 0)) {
+      if (v >= 0) {
+        if (v < 64) b[p++] = 0x80 | v
+        else {
+          b[p++] = UINT
+          p = putLength(b, p, v)
+        }
+      } else {
+        b[p++] = NEGINT
+        p = putLength(b, p, -v)
+      }
+      return p
+    }
+    b[p] = FLOAT64
+    b.writeDoubleLE(v, p + 1)
+    return p + 9
+  }
+  if (typeof v === 'boolean') {
+    b[p++] = v ? TRUE : FALSE
+    return p
+  }
+  if (v === null) {
+    b[p++] = NULL
+    return p
+  }
+  if (v === undefined) {
+    b[p++] = UNDEFINED
+    return p
+  }
+  if (typeof v !== 'object' || depth === MAX_DEPTH) return UNHELD
+  return Array.isArray(v) ? writeArray(v, p, depth + 1) : writePlain(v, p, depth + 1)
+}
+
+function writeArray(a: unknown[], p: number, depth: number): number {
+  const b = out
+  const n = a.length
+  if (n < 16) b[p++] = SHORT_ARRAY | n
+  else {
+    b[p++] = ARRAY
+    p = putLength(b, p, n)
+  }
+  for (let i = 0; i < n; i++) {
+    if (p > limit) return FULL
+    p = writeValue(a[i], p, depth)
+    if (p < 0) return p
+  }
+  return p
+}
+
+function writePlain(o: object, p: number, depth: number): number {
+  const proto = Object.getPrototypeOf(o)
+  if (proto !== Object.prototype && proto !== null) return UNHELD
+  const b = out
+  b[p++] = OBJECT
+  // The text in a local while the properties are strings (most are): a store to the module's
+  // `text` costs a write barrier each time.
+  let t = text
+  for (const k in o) {
+    if (p > limit) return FULL
+    const i = keyAt++
+    let code: number
+    if (i < SEEN && seenKeys[i] === k) code = seenCodes[i]
+    else {
+      code = KEY_INDEX.get(k) ?? KEY_LITERAL
+      if (i < SEEN) {
+        seenKeys[i] = k
+        seenCodes[i] = code
+      }
+    }
+    b[p++] = code
+    if (code === KEY_LITERAL) {
+      p = putLength(b, p, k.length)
+      t += k
+    }
+    const v = (o as Record<string, unknown>)[k]
+    if (typeof v === 'string') {
+      const n = v.length
+      if (n < 0x80) b[p++] = n
+      else {
+        b[p++] = STR
+        p = putLength(b, p, n)
+      }
+      t += v
+      continue
+    }
+    text = t
+    p = writeValue(v, p, depth)
+    if (p < 0) return p
+    t = text
+  }
+  text = t
+  b[p++] = END
+  return p
+}
+
+/** The body being read: its structure's bytes, where the next is, the record's text, where the next string starts. */
+const NO_BYTES = Buffer.alloc(0)
+let src: Buffer = NO_BYTES
+let cursor = 0
+let bodyText = ''
+let textAt = 0
+
+/** The body whose structure is b's bytes from `from` to `to`, its strings from `text` at `textFrom`. */
+function readBody(b: Buffer, from: number, to: number, text: string, textFrom: number): unknown {
+  src = b
+  cursor = from
+  bodyText = text
+  textAt = textFrom
+  const body = readValue()
+  const whole = cursor === to && textAt === text.length
+  src = NO_BYTES
+  bodyText = ''
+  if (!whole) throw new Error('a usage record whose body does not read back whole')
+  return body
+}
+
+function readLength(): number {
+  let n = 0
+  let shift = 0
+  for (;;) {
+    const byte = src[cursor++]
+    n += (byte & 0x7f) * 2 ** shift
+    if (byte < 0x80) return n
+    shift += 7
+  }
+}
+
+function readValue(): unknown {
+  const t = src[cursor++]
+  if (t < 0x80) return bodyText.slice(textAt, (textAt += t))
+  if (t < 0xc0) return t & 0x3f
+  switch (t) {
+    case NULL:
+      return null
+    case FALSE:
+      return false
+    case TRUE:
+      return true
+    case UNDEFINED:
+      return undefined
+    case STR: {
+      const n = readLength()
+      return bodyText.slice(textAt, (textAt += n))
+    }
+    case UINT:
+      return readLength()
+    case NEGINT:
+      return -readLength()
+    case FLOAT64: {
+      const v = src.readDoubleLE(cursor)
+      cursor += 8
+      return v
+    }
+    case OBJECT:
+      return readObject()
+    case ARRAY:
+      return readArray(readLength())
+  }
+  if (t >= SHORT_ARRAY && t < SHORT_ARRAY + 16) return readArray(t & 0x0f)
+  throw new Error(`a usage record whose body holds the unknown value byte ${t}`)
+}
+
+function readArray(n: number): unknown[] {
+  const a: unknown[] = new Array(n)
+  for (let i = 0; i < n; i++) a[i] = readValue()
+  return a
+}
+
+function readObject(): Record<string, unknown> {
+  const o: Record<string, unknown> = {}
+  for (;;) {
+    const k = src[cursor++]
+    if (k < BODY_KEYS.length) o[BODY_KEYS[k]] = readValue()
+    else if (k === END) return o
+    else if (k === KEY_LITERAL) {
+      const n = readLength()
+      const key = bodyText.slice(textAt, (textAt += n))
+      // An own property, as JSON.parse makes it, rather than the object's prototype.
+      if (key === '__proto__') Object.defineProperty(o, key, { value: readValue(), writable: true, enumerable: true, configurable: true })
+      else o[key] = readValue()
+    } else throw new Error(`a usage record whose body names key ${k}, which this build of meterd does not know`)
+  }
+}
+
 function decodeRecord(bytes: Uint8Array, end: number, msgpack: (bytes: Uint8Array) => unknown): UsageRecord {
   const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  if (b[1] !== FORMAT) throw new Error(`a usage record in layout ${b[1]}, which this build of meterd does not read`)
+  const format = b[1]
+  if (format !== FORMAT && format !== FORMAT_OWN_BODY) throw new Error(`a usage record in layout ${format}, which this build of meterd does not read`)
   const flags = b[2]
   let at = 3
   const length = (from: Uint8Array): number => {
@@ -268,22 +641,40 @@ function decodeRecord(bytes: Uint8Array, end: number, msgpack: (bytes: Uint8Arra
     }
   }
   const lengths: number[] = new Array(22)
-  for (let i = 0; i < 22; i++) lengths[i] = length(b)
-  const metaBytes = length(b)
-  const meta = b.toString('utf8', at, at + metaBytes)
-  at += metaBytes
-  // The msgpack parts are copied first: lmdb-js reads into one shared buffer, and a decode that
-  // meets a structure this process has not loaded yet reads the structures into that buffer,
-  // over the bytes still to decode (the first read of a record in a fresh process).
-  const rest = Uint8Array.prototype.slice.call(b, at, end)
-  at = 0
+  let metaLength = 0
+  for (let i = 0; i < 22; i++) metaLength += lengths[i] = length(b)
+  let meta: string
   let cost: Cost | undefined
-  if (flags & HAS_COST) {
-    const n = length(rest)
-    cost = msgpack(rest.subarray(at, at + n)) as Cost
-    at += n
+  let body: unknown
+  if (format === FORMAT_OWN_BODY) {
+    // The body is read first, straight from lmdb-js's buffer, which the cost's msgpack decode
+    // may overwrite (see below); the cost's bytes are copied for that decode.
+    let costBytes: Uint8Array | undefined
+    if (flags & HAS_COST) {
+      const n = length(b)
+      costBytes = Uint8Array.prototype.slice.call(b, at, at + n)
+      at += n
+    }
+    const n = length(b)
+    meta = b.toString(flags & TEXT_UTF16 ? 'utf16le' : 'utf8', at + n, end)
+    body = readBody(b, at, at + n, meta, metaLength)
+    if (costBytes !== undefined) cost = msgpack(costBytes) as Cost
+  } else {
+    const metaBytes = length(b)
+    meta = b.toString('utf8', at, at + metaBytes)
+    at += metaBytes
+    // The msgpack parts are copied first: lmdb-js reads into one shared buffer, and a decode that
+    // meets a structure this process has not loaded yet reads the structures into that buffer,
+    // over the bytes still to decode (the first read of a record in a fresh process).
+    const rest = Uint8Array.prototype.slice.call(b, at, end)
+    at = 0
+    if (flags & HAS_COST) {
+      const n = length(rest)
+      cost = msgpack(rest.subarray(at, at + n)) as Cost
+      at += n
+    }
+    body = msgpack(rest.subarray(at))
   }
-  const body = msgpack(rest.subarray(at))
   let next = 0
   let field = 0
   const str = (): string => meta.slice(next, (next += lengths[field++]))

@@ -13,8 +13,10 @@ const LAYOUT_KEY = 'usage.layout'
  * 4: the index and dedup entries are in the databases `usage-index.4` and `usage-dedup.4`, with
  * keys in tuple-key.ts's encoding (compared by memcmp) instead of lmdb-js's array keys in
  * `usage-index` and `usage-dedup`; the same keys, element for element, in the same order.
+ * 5: records may also be in record-codec.ts's format 2 (the body in meterd's own encoding),
+ * which builds of layout 4 cannot read: nothing moves, the number only keeps those builds out.
  */
-export const USAGE_LAYOUT = 4
+export const USAGE_LAYOUT = 5
 /** The first layout whose dedup and replay entries are per team. */
 const TEAM_LAYOUT = 2
 /** The first layout whose index and dedup keys are in tuple-key.ts's encoding. */

@@ -167,7 +167,7 @@ t.test('a data directory of usage layout 3 opens in layout 4 with every read as 
   const reopened = new Store({ path })
   t.teardown(() => reopened.close())
   t.equal(reopened.db('meta').get('usage.layout'), USAGE_LAYOUT, 'the directory is now in the current layout')
-  t.equal(USAGE_LAYOUT, 4)
+  t.equal(USAGE_LAYOUT, 5)
   t.same(reads(reopened), before, 'every list, window, unpriced and dedup read gives what it gave in layout 3')
   t.equal(reopened.db('usage-index').getKeysCount({}), 0, 'the earlier index database is left empty')
   t.equal(reopened.db('usage-dedup').getKeysCount({}), 0, 'and the earlier dedup database')
@@ -205,7 +205,7 @@ t.test('a build of layout 3 refuses a directory of layout 4 instead of misreadin
   const store = new Store({ path })
   await store.durable(store.db('meta').put('usage.layout', USAGE_LAYOUT + 1))
   await store.close()
-  t.throws(() => new Store({ path }), /written by a newer meterd \(usage layout 5\)/)
+  t.throws(() => new Store({ path }), /written by a newer meterd \(usage layout 6\)/)
 })
 
 t.test('a layout-3 directory with more entries than one move chunk keeps every one of them, in order', async (t) => {

@@ -221,3 +221,26 @@ t.test('a record of format 1 written by an earlier build reads back', async (t) 
   t.same(store.usage.get(r.id), r, 'and read back as the record')
   await store.close()
 })
+
+t.test('a data directory of usage layout 4 opens in layout 5, its records as before, new ones in format 2', async (t) => {
+  const dir = tempDir('meterd-record-body-layout4-')
+  t.teardown(() => removeDir(dir))
+  const path = join(dir, 'data')
+  const first = new Store({ path })
+  // A record of format 1 (a body the own encoding does not hold is still written so), and the
+  // layout number a build of layout 4 left.
+  const old = record('01LAYOUT4', { ...LITELLM, at: new Date('2026-11-21T23:55:47.661Z') })
+  await first.durable(first.root.transaction(() => first.usage.writeInTransaction([old], { dedupWindowMs: 3_600_000, now: 1_000 })))
+  t.equal(first.usage.records.getBinary(old.id)![1], 1, 'the earlier record is in format 1')
+  await first.durable(first.db('meta').put('usage.layout', 4))
+  await first.close()
+
+  const reopened = new Store({ path })
+  t.teardown(() => reopened.close())
+  t.equal(reopened.db('meta').get('usage.layout'), 5, 'the directory is now in layout 5, so a build of layout 4 refuses it')
+  t.same(reopened.usage.get(old.id), old, 'the earlier record reads as before')
+  const fresh = record('01LAYOUT5', { ...LITELLM, transactionId: 'tx-layout-5' })
+  await reopened.durable(reopened.root.transaction(() => reopened.usage.writeInTransaction([fresh], { dedupWindowMs: 3_600_000, now: 2_000 })))
+  t.equal(reopened.usage.records.getBinary(fresh.id)![1], 2, 'a new record is in format 2')
+  t.same(reopened.usage.get(fresh.id), fresh)
+})

@@ -116,7 +116,7 @@ t.test('a data directory of usage layout 2 (records in msgpack) opens with every
 
   const store = new Store({ path })
   t.equal(store.db('meta').get('usage.layout'), USAGE_LAYOUT, 'the directory is now in the current layout')
-  t.equal(USAGE_LAYOUT, 4)
+  t.equal(USAGE_LAYOUT, 5)
   for (const r of written) t.same(store.usage.get(r.id), r, `${r.id}, written by the old build, reads back`)
   t.equal(store.usage.findDuplicate('team-a', 'completion', 'tx-00OLD1', 3_600_000, 2), '00OLD1', 'its dedup entries are untouched')
   const fresh = record('01NEW')

@@ -185,7 +185,7 @@ t.test('a data directory of usage layout 3 opens in layout 4 with every read as 
   t.same(reopened.usage.list({ team: 'team-a', kind: 'completion', page: 0, size: 3 }).records.map((r) => r.id), ['A7', 'A5', 'A4'])
 })
 
-t.test('a new data directory is in layout 4 from the start, without the databases of earlier layouts', async (t) => {
+t.test('a new data directory is in the current layout from the start, with the index and dedup databases of layout 4 and none earlier', async (t) => {
   const dir = tempDir('meterd-index-keys-new-')
   t.teardown(() => removeDir(dir))
   const path = join(dir, 'data')

@@ -45,7 +45,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   /** The rows of the records this worker stored since the last announcement to the other workers. */
   private readonly outbox = new PeerRows()
   private readonly row = new RowInput()
-  private flushTimer?: NodeJS.Timeout
+  private announcing = false
 
   constructor(private readonly settings: CreateSettings, private readonly config: Config) {
     this.consumers = { usage: { consume: (b: Batch<UsageRecord>) => this.consume(b) } }
@@ -174,16 +174,24 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
     this.settings.metrics.accepted(added)
   }
 
-  /** Queues the row just read for the other workers. */
+  /**
+   * Queues the row just read for the other workers, to go out before the record's 201: the
+   * announcement is a microtask queued now, ahead of the ones that resolve the request and write
+   * its answer. A worker killed after answering has handed its rows to the kernel already (the
+   * peers' sockets, src/core/cluster/peers.ts), so no other worker misses a record it
+   * acknowledged. The records of one commit come back in one wave of microtasks, so they go out
+   * in one message: one per commit, not one per record.
+   */
   private stored(id: string, team: string, unpriced: boolean): void {
     this.outbox.push(id, team, unpriced, this.row)
-    this.flushTimer ??= setTimeout(() => this.announce(), ANNOUNCE_EVERY_MS)
+    if (this.announcing) return
+    this.announcing = true
+    queueMicrotask(() => this.announce())
   }
 
   /** Sends the queued rows to the other workers, as one message (row.ts). */
   private announce(): void {
-    if (this.flushTimer) clearTimeout(this.flushTimer)
-    this.flushTimer = undefined
+    this.announcing = false
     if (this.outbox.empty) return
     this.host!.cluster.publish(`${this.settings.id}.rows`, this.outbox.take())
   }
@@ -202,13 +210,6 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   }
 }
 
-/**
- * Batches announcements: one message per 20 ms at most, not one per record. A message has a
- * cost of its own whatever it carries (a write, a wake-up and a read), so under load fewer,
- * larger messages leave more of the cores to requests; another worker counts a record at most
- * this long (plus one socket hop) after its 201.
- */
-const ANNOUNCE_EVERY_MS = 20
 
 export const analyticsFactory: ExporterFactory<typeof schema> = {
   kind: 'exporter',

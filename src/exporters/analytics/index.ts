@@ -210,7 +210,6 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   }
 }
 
-
 export const analyticsFactory: ExporterFactory<typeof schema> = {
   kind: 'exporter',
   type: 'analytics',

@@ -383,7 +383,9 @@ if (!haveRedis) {
       // Redis back (empty: it keeps nothing on disk here): the cluster serves again.
       const back = await startRedis(c.redis.port)
       t.teardown(() => back.stop())
-      await within(10_000, async () => (await call(a.url + POST_COMPLETION, { key: ADMIN_KEY, body })).status === 201)
+      // Each replica's client reconnects on its own back-off: wait for every one (the same record
+      // each time, so whichever answers first stores it and the others answer from the dedup entry).
+      await Promise.all(c.replicas.map((m) => within(10_000, async () => (await call(m.url + POST_COMPLETION, { key: ADMIN_KEY, body })).status === 201)))
       const answers = await Promise.all(c.replicas.map((m) => call(m.url + POST_COMPLETION, { key: ADMIN_KEY, body })))
       t.same(
         answers.map((r) => r.status),

@@ -11,23 +11,9 @@ import type { UsageRecord } from '../../src/model/usage-record.js'
 import { BODY_KEYS } from '../../src/store/body-keys.js'
 import { Store } from '../../src/store/store.js'
 import { removeDir, tempDir } from '../helpers/meterd.js'
+import { usageRecord } from '../helpers/usage-record.js'
 
-function record(id: string, body: Record<string, unknown>, over: Partial<UsageRecord> = {}): UsageRecord {
-  return {
-    id,
-    kind: 'completion',
-    body,
-    eventTime: '2026-11-21T23:55:47.661Z',
-    receivedAt: '2026-11-25T12:00:00.000Z',
-    caller: { account: 'acct-1', tenant: 'tenant-1', team: 'team-a', environment: 'production', keyId: 'key_1' },
-    attribution: {
-      organizationName: 'AcmeOrg', productName: 'Gold', subscriberId: 'u-1', subscriberEmail: 'u1@example.com', subscriberCredentialName: 'key',
-      agent: 'agent-a', traceId: 'trace-1', workflowId: '', taskType: 'chat', subscriptionId: '', ticketId: '', environment: '', region: 'eu',
-    },
-    attributed: true,
-    ...over,
-  } as UsageRecord
-}
+const record = (id: string, body: Record<string, unknown>, over: Partial<UsageRecord> = {}): UsageRecord => usageRecord(id, { body: body as UsageRecord['body'], ...over })
 
 /** The LiteLLM completion of the benches (test/bench/lib.js). */
 const LITELLM = {

@@ -13,25 +13,11 @@ import type { UsageRecord } from '../../src/model/usage-record.js'
 import { Store } from '../../src/store/store.js'
 import { USAGE_LAYOUT } from '../../src/store/usage-layout.js'
 import { removeDir, tempDir } from '../helpers/meterd.js'
+import { usageRecord } from '../helpers/usage-record.js'
 
 const STRUCTURES = Symbol.for('structures')
 
-function record(id: string, over: Partial<UsageRecord> = {}): UsageRecord {
-  return {
-    id,
-    kind: 'completion',
-    body: { model: 'gpt-4o-mini', provider: 'OpenAI', inputTokenCount: 12, outputTokenCount: null, totalTokenCount: 17, requestTime: '2026-11-21T23:55:47.661Z', subscriber: { id: 'u-1', credential: { name: 'key' } }, tags: ['a', 2, true], transactionId: `tx-${id}` },
-    eventTime: '2026-11-21T23:55:47.661Z',
-    receivedAt: '2026-11-25T12:00:00.000Z',
-    caller: { account: 'acct-1', tenant: 'tenant-1', team: 'team-a', environment: 'production', keyId: 'key_1' },
-    attribution: {
-      organizationName: 'AcmeOrg', productName: 'Gold', subscriberId: 'u-1', subscriberEmail: 'u1@example.com', subscriberCredentialName: 'key',
-      agent: 'agent-a', traceId: 'trace-1', workflowId: '', taskType: 'chat', subscriptionId: '', ticketId: '', environment: '', region: 'eu',
-    },
-    attributed: true,
-    ...over,
-  } as UsageRecord
-}
+const record = usageRecord
 
 t.test('a record in the fixed layout reads back field for field, whatever its text', async (t) => {
   const dir = tempDir('meterd-record-layout-')

@@ -38,18 +38,27 @@ let timeText = ''
 function timePart(ms: number): string {
   if (ms !== timeMs) {
     timeMs = ms
-    // 48 bits: the top 8 above 2^40 as two characters, the rest as eight (bit operations are 32-bit).
-    const hi = Math.floor(ms / 2 ** 40)
-    const lo = ms - hi * 2 ** 40
-    const l = Math.floor(lo / 2 ** 20)
-    const r = lo % 2 ** 20
-    timeText = String.fromCharCode(
-      CODES[hi >>> 5], CODES[hi & 31],
-      CODES[l >>> 15], CODES[(l >>> 10) & 31], CODES[(l >>> 5) & 31], CODES[l & 31],
-      CODES[r >>> 15], CODES[(r >>> 10) & 31], CODES[(r >>> 5) & 31], CODES[r & 31],
-    )
+    timeText = timeChars(ms)
   }
   return timeText
+}
+
+function timeChars(ms: number): string {
+  // 48 bits: the top 8 above 2^40 as two characters, the rest as eight (bit operations are 32-bit).
+  const hi = Math.floor(ms / 2 ** 40)
+  const lo = ms - hi * 2 ** 40
+  const l = Math.floor(lo / 2 ** 20)
+  const r = lo % 2 ** 20
+  return String.fromCharCode(
+    CODES[hi >>> 5], CODES[hi & 31],
+    CODES[l >>> 15], CODES[(l >>> 10) & 31], CODES[(l >>> 5) & 31], CODES[l & 31],
+    CODES[r >>> 15], CODES[(r >>> 10) & 31], CODES[(r >>> 5) & 31], CODES[r & 31],
+  )
+}
+
+/** The time characters every id made at `ms` starts with: ids made at `ms` or later sort after it. */
+export function idTimePrefix(ms: number): string {
+  return timeChars(Math.max(0, Math.floor(ms)))
 }
 
 /** A time-sortable, unique record id (26 characters). */

@@ -12,11 +12,18 @@ import { PeerMesh } from '../../src/core/cluster/peers.js'
 
 type Heard = { topic: string; data: unknown }[]
 
-function worker(dir: string, index: number): { mesh: PeerMesh; heard: Heard; warnings: string[] } {
+function worker(dir: string, index: number): { mesh: PeerMesh; heard: Heard; warnings: string[]; gone: { peer: number; heardBefore: number }[] } {
   const heard: Heard = []
   const warnings: string[] = []
-  const mesh = new PeerMesh(dir, index, (topic, data) => heard.push({ topic, data }), (m) => warnings.push(m))
-  return { mesh, heard, warnings }
+  const gone: { peer: number; heardBefore: number }[] = []
+  const mesh = new PeerMesh(
+    dir,
+    index,
+    (topic, data) => heard.push({ topic, data }),
+    (m) => warnings.push(m),
+    (peer) => gone.push({ peer, heardBefore: heard.length }),
+  )
+  return { mesh, heard, warnings, gone }
 }
 
 /** Workers of these indexes in a fresh directory, closed and removed when `t` ends. */
@@ -92,6 +99,28 @@ t.test('a worker that replaces a dead one is reached from the moment its open() 
   b.mesh.send('kick', null)
   await until(() => a.heard.length === 1)
   t.equal(a.heard[0].topic, 'kick', 'and it reaches the others on the same connection')
+})
+
+t.test('a worker\'s end is told to each other worker once, after every message it sent', async (t) => {
+  const { w } = workersIn(t, 0, 1, 2)
+  for (const x of w) await x.mesh.open()
+  // Worker 2 joined both others, so each pair holds two connections: the end is told when the last closes.
+  const big = 'y'.repeat(2 << 20)
+  w[1].mesh.send('rows', 'first')
+  w[1].mesh.send('rows', big)
+  // Killed (kill -9): its connections close with the last frames still on their way.
+  ;(w[1].mesh as unknown as { sockets: Set<import('node:net').Socket> }).sockets.forEach((s) => s.end())
+  ;(w[1].mesh as unknown as { server: import('node:net').Server }).server.close()
+  await until(() => w[0].gone.length === 1 && w[2].gone.length === 1)
+  for (const i of [0, 2]) {
+    t.same(w[i].gone, [{ peer: 1, heardBefore: 2 }], `worker ${i} hears of worker 1's end once, after both its messages`)
+  }
+  // A worker that stops on its own (close) is gone for the others too; they are not gone for it.
+  w[2].mesh.close()
+  await until(() => w[0].gone.length === 2)
+  t.same(w[0].gone[1].peer, 2)
+  await new Promise((r) => setTimeout(r, 50))
+  t.equal(w[2].gone.length, 1, 'a closed worker is told nothing of the others it leaves')
 })
 
 t.test('two workers starting together find each other; a socket of a dead worker is skipped', async (t) => {

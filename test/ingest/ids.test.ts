@@ -4,7 +4,7 @@
  * the record's identity, and the store keys records by it: two equal ids would be one record.
  */
 import t from 'tap'
-import { newId } from '../../src/core/ids.js'
+import { idTimePrefix, newId } from '../../src/core/ids.js'
 
 const FORMAT = /^[0-9ABCDEFGHJKMNPQRSTVWXYZ]{26}$/
 
@@ -33,4 +33,16 @@ t.test('each new millisecond draws a fresh random tail', async (t) => {
   const tails = new Set<string>()
   for (let ms = 0; ms < 1000; ms++) tails.add(newId(base + ms).slice(10))
   t.equal(tails.size, 1000, 'no two milliseconds share their random part')
+})
+
+t.test('idTimePrefix(ms) sorts before every id made at ms or later and after every id made before', async (t) => {
+  const base = Date.UTC(2028, 5, 1)
+  let wrong = 0
+  for (let ms = 0; ms < 300; ms++) {
+    const id = newId(base + ms)
+    // the ids of ms, of the next millisecond and of the one before, against ms's prefix
+    if (!(idTimePrefix(base + ms) < id) || !(idTimePrefix(base + ms + 1) > id) || !(idTimePrefix(base + ms - 1) < id)) wrong++
+    if (!id.startsWith(idTimePrefix(base + ms))) wrong++
+  }
+  t.equal(wrong, 0)
 })

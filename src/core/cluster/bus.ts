@@ -28,6 +28,11 @@ export interface ClusterBus {
   request<T = unknown>(topic: string, data: unknown, timeoutMs?: number): Promise<T>
   /** Answers the supervisor's requests on `topic` (a worker's part of a machine-wide figure). */
   answer(topic: string, fn: (data: unknown) => unknown): void
+  /**
+   * Calls `fn` with a worker's index once every connection with it has closed: it died (or this
+   * worker was dropped for not reading). What it published before has been delivered by then.
+   */
+  onPeerGone(fn: (peer: number) => void): () => void
 }
 
 export const LOCAL: ClusterBus = {
@@ -38,6 +43,7 @@ export const LOCAL: ClusterBus = {
   subscribe: () => () => undefined,
   request: () => Promise.reject(new Error('not running as a worker: there is no supervisor to ask')),
   answer: () => undefined,
+  onPeerGone: () => () => undefined,
 }
 
 /**

@@ -24,6 +24,8 @@ export class PeerMesh {
   /** The one connection each peer's messages are sent on (the latest made with it). */
   private readonly links = new Map<number, Socket>()
   private readonly sockets = new Set<Socket>()
+  /** How many open connections each known peer has: its end is when the last one closes. */
+  private readonly connections = new Map<number, number>()
   private server?: Server
   private closed = false
 
@@ -32,6 +34,7 @@ export class PeerMesh {
     private readonly index: number,
     private readonly deliver: (topic: string, data: unknown) => void,
     private readonly warn: (message: string, err?: unknown) => void = () => undefined,
+    private readonly gone: (peer: number) => void = () => undefined,
   ) {}
 
   /** How many peers this worker sends to now. */
@@ -136,7 +139,10 @@ export class PeerMesh {
         const end = at + 4 + size
         if (type === MESSAGE) this.receive(buf, at + 5, end)
         else if (type === HELLO || type === ACK) {
-          peer = buf.readUInt16LE(at + 5)
+          if (peer < 0) {
+            peer = buf.readUInt16LE(at + 5)
+            this.connections.set(peer, (this.connections.get(peer) ?? 0) + 1)
+          }
           this.links.set(peer, s)
           if (type === HELLO) s.write(controlFrame(ACK, this.index))
           else onAck?.(peer)
@@ -153,7 +159,13 @@ export class PeerMesh {
     s.on('error', () => undefined)
     s.on('close', () => {
       this.sockets.delete(s)
-      if (peer >= 0 && this.links.get(peer) === s) this.links.delete(peer)
+      if (peer < 0) return
+      if (this.links.get(peer) === s) this.links.delete(peer)
+      // Every frame read from this connection has been delivered by now ('data' comes before 'close').
+      const left = (this.connections.get(peer) ?? 1) - 1
+      if (left > 0) return void this.connections.set(peer, left)
+      this.connections.delete(peer)
+      if (!this.closed) this.gone(peer)
     })
   }
 

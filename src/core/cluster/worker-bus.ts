@@ -11,6 +11,7 @@ export class WorkerBus implements ClusterBus {
   private readonly mesh: PeerMesh
   private readonly topics = new Map<string, Set<(data: unknown) => void>>()
   private readonly answers = new Map<string, (data: unknown) => unknown>()
+  private readonly gone = new Set<(peer: number) => void>()
   private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; timer?: NodeJS.Timeout }>()
   private nextId = 1
 
@@ -22,7 +23,7 @@ export class WorkerBus implements ClusterBus {
     private readonly warn: (message: string, err?: unknown) => void = () => undefined,
   ) {
     this.leader = index === 0
-    this.mesh = new PeerMesh(peerDir, index, (topic, data) => this.deliver(topic, data), warn)
+    this.mesh = new PeerMesh(peerDir, index, (topic, data) => this.deliver(topic, data), warn, (peer) => this.peerGone(peer))
     proc.on('message', (m: unknown) => {
       if (isClusterMessage(m)) this.receive(m)
     })
@@ -84,6 +85,11 @@ export class WorkerBus implements ClusterBus {
     })
   }
 
+  onPeerGone(fn: (peer: number) => void): () => void {
+    this.gone.add(fn)
+    return () => void this.gone.delete(fn)
+  }
+
   answer(topic: string, fn: (data: unknown) => unknown): void {
     this.answers.set(topic, fn)
   }
@@ -120,6 +126,16 @@ export class WorkerBus implements ClusterBus {
         fn(data)
       } catch (err) {
         this.warn(`a message on "${topic}" from another worker could not be handled`, err)
+      }
+    }
+  }
+
+  private peerGone(peer: number): void {
+    for (const fn of this.gone) {
+      try {
+        fn(peer)
+      } catch (err) {
+        this.warn(`the end of worker ${peer} could not be handled`, err)
       }
     }
   }

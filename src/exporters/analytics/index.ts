@@ -4,12 +4,14 @@ import { findClickHouse } from '../../adapters/clickhouse/registry.js'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
 import type { Batch } from '../../core/consumer.js'
 import { ApiError } from '../../core/errors.js'
+import { idTimePrefix } from '../../core/ids.js'
 import { isUnpriced } from '../../domain/analytics/analytics-index.js'
 import { AnalyticsIndex, publishAnalytics, withdrawAnalytics, type Analytics, type AnalyticsReader } from '../../domain/analytics/index.js'
 import { PeerRows, readPeerRows, readRow, RowInput } from '../../domain/analytics/row.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import { embeddedReader } from './embedded.js'
 import { analyticsGauges } from './metrics.js'
+import { RecentIds } from './recent.js'
 import { Rebuild } from './rebuild.js'
 import { RepriceWatch } from './reprice-watch.js'
 import { mountAnalyticsRoutes } from './routes.js'
@@ -30,6 +32,15 @@ const schema = Type.Object(
 type Config = Static<typeof schema>
 
 /**
+ * How far back, by the time in their ids, a worker looks for records another worker stored
+ * and never announced when that worker dies (AnalyticsExporter.reconcile): a record made longer
+ * before its commit than this is missed by the survivors (until their own restart).
+ */
+const RECONCILE_WINDOW_MS = 10_000
+/** Records read from the store per turn of the event loop while reconciling. */
+const RECONCILE_CHUNK = 500
+
+/**
  * Keeps every team's analytics in memory (src/domain/analytics), fed with each record once its
  * write unit has committed, and serves the analytics endpoints from it. At start the index is
  * read back from the stored records (src/exporters/analytics/rebuild.ts) while ingest goes on;
@@ -46,6 +57,10 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   private readonly outbox = new PeerRows()
   private readonly row = new RowInput()
   private announcing = false
+  /** With other workers: the ids taken in lately, so a record reaches the index once (RecentIds). */
+  private recent?: RecentIds
+  private reconciling = Promise.resolve()
+  private stopped = false
 
   constructor(private readonly settings: CreateSettings, private readonly config: Config) {
     this.consumers = { usage: { consume: (b: Batch<UsageRecord>) => this.consume(b) } }
@@ -68,7 +83,14 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
       const peers = host.cluster.workers > 1
       this.rebuild = new Rebuild(host.usage, this.index, logger, peers)
       // Every worker answers the queries, so each adds what the others store too.
-      if (peers) host.cluster.subscribe(`${this.settings.id}.rows`, (bytes) => this.fromPeers(bytes as Uint8Array))
+      if (peers) {
+        // Kept a little longer than the window looked back at, so what a reconcile finds is still here.
+        this.recent = new RecentIds(RECONCILE_WINDOW_MS + 2000)
+        host.cluster.subscribe(`${this.settings.id}.rows`, (bytes) => this.fromPeers(bytes as Uint8Array))
+        host.cluster.onPeerGone((peer) => {
+          this.reconciling = this.reconciling.then(() => this.reconcile(peer))
+        })
+      }
       this.watch = new RepriceWatch(host.usage, this.index, logger)
       this.rebuild.done.then(
         () => this.watch!.start(this.config.reprice_poll_ms),
@@ -118,7 +140,9 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   }
 
   async shutdown(): Promise<void> {
+    this.stopped = true
     this.announce()
+    this.recent?.stop()
     this.rebuild?.stop()
     this.watch?.stop()
     if (this.host) withdrawAnalytics(this.host.store, this.settings.id)
@@ -162,6 +186,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
         const unpriced = counts && isUnpriced(r)
         if (counts && peers) this.stored(r.id, r.caller.team, unpriced)
         if (!rebuild.committed(r.id) || !counts) continue
+        if (this.recent !== undefined && !this.recent.claim(r.id)) continue
         this.index.addRow(r.caller.team, r.id, unpriced, row)
         added++
       } catch (err) {
@@ -202,11 +227,46 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
     const row = this.row
     try {
       readPeerRows(bytes, row, (id, team, unpriced) => {
-        if (rebuild.fromPeer(id)) this.index.addRow(team, id, unpriced, row)
+        if (rebuild.fromPeer(id) && this.recent!.claim(id)) this.index.addRow(team, id, unpriced, row)
       })
     } catch (err) {
       this.settings.logger.error({ err }, 'analytics: rows from another worker could not be added to the index')
     }
+  }
+
+  /**
+   * Another worker died: the records of its last commits may be stored without their rows having
+   * been sent (a kill between a commit and the message that follows it). Every record stored in
+   * the last RECONCILE_WINDOW_MS, by the time in its id, that this worker has not taken in is
+   * added from the store now. The dead worker's commits are final by then; a live worker's record
+   * found here is skipped when its row arrives (RecentIds), and one in the snapshot of this
+   * worker's own start-up read is left to that read.
+   */
+  private async reconcile(peer: number): Promise<void> {
+    const rebuild = this.rebuild!
+    const recent = this.recent!
+    const row = this.row
+    let after: string | undefined = idTimePrefix(Date.now() - RECONCILE_WINDOW_MS)
+    let added = 0
+    try {
+      // Stopping (the store closes next): what is left is counted at the next start.
+      while (after !== undefined && !this.stopped) {
+        let last: string | undefined
+        for (const r of this.host!.usage.scan(after, RECONCILE_CHUNK)) {
+          last = r.id
+          if (!rebuild.fromPeer(r.id) || !recent.claim(r.id)) continue
+          if (!readRow(r, row)) continue
+          this.index.addRow(r.caller.team, r.id, isUnpriced(r), row)
+          added++
+        }
+        after = last
+        if (after !== undefined) await new Promise((resolve) => setImmediate(resolve))
+      }
+    } catch (err) {
+      this.settings.logger.error({ err, peer }, 'analytics: the records of a worker that died could not be read back; they are counted at the next start')
+      return
+    }
+    if (added > 0) this.settings.logger.info({ peer, added }, 'analytics: records of a worker that died, stored but not announced, added from the store')
   }
 }
 

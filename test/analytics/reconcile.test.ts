@@ -1,0 +1,114 @@
+/**
+ * A worker's analytics when another worker dies (src/exporters/analytics/index.ts, reconcile): the
+ * dead worker's records that are stored but were never announced are read back from the store,
+ * and no record is counted twice, whichever way it arrives (announced before the death, found in
+ * the store, announced by a live worker after the read-back, or committed here). A real LMDB
+ * store; the cluster bus is a stand-in through which the test plays the other workers (the real
+ * bus's end-of-peer signal is tested in test/cluster/peers.test.ts, the whole with real worker
+ * processes killed under load in test/cluster/workers.test.ts).
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pino from 'pino'
+import { Registry } from 'prom-client'
+import t from 'tap'
+import type { ClusterBus } from '../../src/core/cluster/bus.js'
+import type { Host } from '../../src/core/component.js'
+import { newId } from '../../src/core/ids.js'
+import { componentMetrics } from '../../src/core/telemetry.js'
+import { totals } from '../../src/domain/analytics/index.js'
+import { PeerRows, readRow, RowInput } from '../../src/domain/analytics/row.js'
+import { AnalyticsExporter } from '../../src/exporters/analytics/index.js'
+import { EMPTY_ATTRIBUTION, type UsageRecord } from '../../src/model/usage-record.js'
+import { Store } from '../../src/store/store.js'
+
+function record(id: string, cost: string): UsageRecord {
+  return {
+    id,
+    kind: 'completion',
+    eventTime: new Date().toISOString(),
+    receivedAt: new Date().toISOString(),
+    caller: { account: 'a', tenant: 't', team: 'team-a', environment: 'prod', keyId: 'k' },
+    attribution: { ...EMPTY_ATTRIBUTION, agent: 'agent', traceId: `tr-${id}` },
+    attributed: false,
+    cost: { currency: 'USD', total: cost, parts: {}, source: 'client' },
+    body: { model: 'm', provider: 'p', inputTokenCount: 1, outputTokenCount: 1, totalTokenCount: 2, stopReason: 'END', requestTime: '', completionStartTime: '', responseTime: '', requestDuration: 1 },
+  }
+}
+
+/** The bus of worker 0 of two: what the others publish and their end are played by the test. */
+function bus() {
+  const topics = new Map<string, (data: unknown) => void>()
+  const gone: ((peer: number) => void)[] = []
+  const b: ClusterBus = {
+    workers: 2,
+    index: 0,
+    leader: true,
+    publish: () => undefined,
+    subscribe: (topic, fn) => (topics.set(topic, fn), () => topics.delete(topic)),
+    request: () => Promise.reject(new Error('no supervisor here')),
+    answer: () => undefined,
+    onPeerGone: (fn) => (gone.push(fn), () => undefined),
+  }
+  return {
+    bus: b,
+    /** Another worker's announcement of `records`, as its analytics exporter sends it. */
+    announce(records: UsageRecord[]) {
+      const rows = new PeerRows()
+      const row = new RowInput()
+      for (const r of records) {
+        readRow(r, row)
+        rows.push(r.id, r.caller.team, false, row)
+      }
+      topics.get('analytics.rows')!(rows.take())
+    },
+    end: (peer: number) => gone.forEach((fn) => fn(peer)),
+  }
+}
+
+const store_ = (store: Store, records: UsageRecord[]) => store.durable(store.root.transaction(() => store.usage.writeInTransaction(records, { dedupWindowMs: 0, now: Date.now() })))
+
+t.test('a dead worker\'s stored records are counted once; a live worker\'s late announcement is not counted twice', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'meterd-reconcile-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const store = new Store({ path: dir })
+  t.teardown(() => store.close())
+  const b = bus()
+  const exporter = new AnalyticsExporter(
+    { id: 'analytics', logger: pino({ level: 'silent' }), metrics: componentMetrics(new Registry(), 'exporter', 'analytics'), registry: new Registry() },
+    { query_api: false, max_buckets: 2000, backend: 'embedded', clickhouse_exporter: 'clickhouse', reprice_poll_ms: 1000 },
+  )
+  await exporter.start({ store, usage: store.usage, cluster: b.bus, now: () => Date.now() } as unknown as Host)
+  t.teardown(() => exporter.shutdown())
+  await exporter.whenReady()
+  const counted = () => totals(exporter.index.team('team-a'), { from: -Infinity, to: Infinity, filters: [] })
+
+  const make = (n: number, cost: string) => Array.from({ length: n }, () => record(newId(), cost))
+  // Worker 1 stores 30 records and announces them, then stores 20 more and dies before announcing them.
+  const announced = make(30, '0.000001')
+  const unannounced = make(20, '0.000002')
+  await store_(store, announced)
+  b.announce(announced)
+  await store_(store, unannounced)
+  // Worker 2 (alive) has stored 10 whose announcement is still on its way.
+  const late = make(10, '0.000004')
+  await store_(store, late)
+  // This worker's own records, committed through its pipeline.
+  const own = make(5, '0.000008')
+  const unit = store.unit()
+  unit.add(() => store.usage.writeInTransaction(own, { dedupWindowMs: 0, now: Date.now() }))
+  await exporter.consumers.usage.consume({ items: own, ctx: { unit } } as never)
+  t.equal(counted().records, 35, 'before the end: what was announced and what was committed here')
+
+  b.end(1)
+  for (let i = 0; i < 200 && counted().records < 65; i++) await new Promise((r) => setTimeout(r, 5))
+  t.equal(counted().records, 65, 'worker 1\'s unannounced records are read back, and worker 2\'s stored ones with them')
+  b.announce(late)
+  // A second end (another connection of the same worker, or another worker) finds nothing new.
+  b.end(1)
+  await new Promise((r) => setTimeout(r, 50))
+  const all = counted()
+  t.equal(all.records, 65, 'worker 2\'s announcement, arriving after the read-back, adds nothing')
+  t.equal(all.cost, (30n * 1n + 20n * 2n + 10n * 4n + 5n * 8n) * 1_000_000n, 'each record\'s cost once')
+})

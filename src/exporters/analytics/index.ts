@@ -36,7 +36,7 @@ type Config = Static<typeof schema>
  * and never announced when that worker dies (AnalyticsExporter.reconcile): a record made longer
  * before its commit than this is missed by the survivors (until their own restart).
  */
-const RECONCILE_WINDOW_MS = 10_000
+const RECONCILE_WINDOW_MS = 5_000
 /** Records read from the store per turn of the event loop while reconciling. */
 const RECONCILE_CHUNK = 500
 

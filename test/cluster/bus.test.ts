@@ -24,6 +24,7 @@ import { removeDir, tempDir } from '../helpers/meterd.js'
 
 /** The supervisor's part: `{ delayMs }` sets the delay of the answers that follow; every request is answered with what it asked, plus a lease. */
 const SUPERVISOR = `
+process.send({ up: true })
 let delayMs = 0
 process.on('message', (m) => {
   if (m.delayMs !== undefined) return void (delayMs = m.delayMs)
@@ -37,11 +38,16 @@ t.teardown(() => removeDir(dir))
 const script = join(dir, 'supervisor.cjs')
 writeFileSync(script, SUPERVISOR)
 
-/** A worker's bus whose supervisor is a child process answering after `delayMs`; it waits `boundSeconds` (default 10) for an answer. */
-function connected(t: Tap.Test, delayMs: number, boundSeconds?: number): { bus: WorkerBus; supervisor: ChildProcess } {
+/**
+ * A worker's bus whose supervisor is a child process answering after `delayMs`, once that process
+ * runs (on a busy machine starting it takes longer than a short bound); the bus waits
+ * `boundSeconds` (default 10) for an answer.
+ */
+async function connected(t: Tap.Test, delayMs: number, boundSeconds?: number): Promise<{ bus: WorkerBus; supervisor: ChildProcess }> {
   const supervisor = fork(script, { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   // SIGKILL ends a stopped process too.
   t.teardown(() => void supervisor.kill('SIGKILL'))
+  await new Promise((r) => supervisor.once('message', r))
   supervisor.send({ delayMs })
   return { bus: new WorkerBus(2, 1, supervisor as unknown as NodeJS.Process, undefined as never, undefined, boundSeconds), supervisor }
 }
@@ -63,14 +69,14 @@ async function outcome<T>(p: Promise<T>): Promise<{ value?: T; error?: string; m
 }
 
 t.test('a slow answer is waited for, within the bound', async (t) => {
-  const { bus } = connected(t, 3000) // longer than the 2 s a worker used to wait; the bound is 10 s
+  const { bus } = await connected(t, 3000) // longer than the 2 s a worker used to wait; the bound is 10 s
   const r = await outcome(bus.request<{ asked: unknown }>('ratelimit.lease', { n: 1 }))
   t.same(r.value?.asked, { n: 1 }, `answered (${r.error ?? 'ok'})`)
   t.ok(r.ms >= 2900, `after the supervisor's delay (${r.ms} ms)`)
 })
 
 t.test("a stall of the worker's own loop does not fail a request, even one with a timeout", async (t) => {
-  const { bus } = connected(t, 0)
+  const { bus } = await connected(t, 0)
   await bus.request('ping', null) // the supervisor has started and answers
   const leased = outcome(bus.request('ratelimit.lease', { n: 2 }))
   const timed = outcome(bus.request('metrics', { n: 3 }, 300))
@@ -82,7 +88,7 @@ t.test("a stall of the worker's own loop does not fail a request, even one with 
 })
 
 t.test('a supervisor alive but stuck: requests fail after the bound, the worker says it is unresponsive, and both end when it answers again', async (t) => {
-  const { bus, supervisor } = connected(t, 0, 2)
+  const { bus, supervisor } = await connected(t, 0, 2)
   await bus.request('ping', null)
   t.equal(bus.unresponsiveSince(), undefined, 'responsive while it answers')
   supervisor.kill('SIGSTOP')
@@ -103,7 +109,7 @@ t.test('a supervisor alive but stuck: requests fail after the bound, the worker 
 })
 
 t.test("a stall of the worker's own loop longer than the bound fails nothing", async (t) => {
-  const { bus } = connected(t, 0, 2)
+  const { bus } = await connected(t, 0, 2)
   await bus.request('ping', null)
   const leased = outcome(bus.request('ratelimit.lease', { n: 4 }))
   stall(3500)
@@ -113,14 +119,14 @@ t.test("a stall of the worker's own loop longer than the bound fails nothing", a
 })
 
 t.test('a timeout the caller sets still ends a request the supervisor does not answer', async (t) => {
-  const { bus } = connected(t, 5000)
+  const { bus } = await connected(t, 5000)
   const r = await outcome(bus.request('metrics', null, 300))
   t.match(r.error, /did not answer "metrics" within 300 ms/)
   t.ok(r.ms < 2000, `after about the timeout (${r.ms} ms)`)
 })
 
 t.test('when the supervisor goes away, what waits fails at once, and so does what is asked after', async (t) => {
-  const { bus, supervisor } = connected(t, 60_000)
+  const { bus, supervisor } = await connected(t, 60_000)
   const waiting = [outcome(bus.request('ratelimit.lease', { n: 1 })), outcome(bus.request('ratelimit.lease', { n: 2 }))]
   await new Promise((r) => setTimeout(r, 200))
   const killedAt = Date.now()
@@ -154,7 +160,7 @@ const request = (): AdmissionRequest => ({
 })
 
 t.test('rate limits of a worker: a stuck supervisor refuses with the 503 after the bound, and admits again when it answers', async (t) => {
-  const { bus, supervisor } = connected(t, 0, 2)
+  const { bus, supervisor } = await connected(t, 0, 2)
   const rl = await limiter(t, bus)
   t.equal(await rl.admit(request()), undefined, 'admitted')
   // The next second needs a new lease, which the stopped supervisor does not give.
@@ -178,7 +184,7 @@ t.test('rate limits of a worker: a stuck supervisor refuses with the 503 after t
 })
 
 t.test('rate limits of a worker: a slow lease admits; a lost supervisor refuses with a 503 that names the rate limit', async (t) => {
-  const { bus, supervisor } = connected(t, 2500)
+  const { bus, supervisor } = await connected(t, 2500)
   const rl = await limiter(t, bus)
 
   const slow = request()

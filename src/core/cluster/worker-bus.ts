@@ -59,6 +59,9 @@ export class WorkerBus implements ClusterBus {
         p.reject(new Error('the supervisor is gone (the channel to it closed)'))
       }
     })
+    // A message sent as the supervisor dies, before 'disconnect' is seen, fails (EPIPE) with an
+    // 'error' on the process, which unheard would end this worker mid-drain; 'disconnect' follows.
+    proc.on('error', (err) => warn('a message to the supervisor could not be sent', err))
     // A supervisor alive but stuck (stopped, in an endless loop) keeps the channel open: what
     // waits on it is bounded by the ticks instead, and a ping every second tells /healthz.
     this.ticker = setInterval(() => this.onTick(), 1000)

@@ -159,7 +159,7 @@ async function run(files: string[]): Promise<number> {
   const warn = (message: string, err?: unknown) => telemetry.logger.warn({ err }, message)
   const peerDir = process.env.METERD_PEER_DIR
   if (cluster.isWorker && !peerDir) throw new ExitError('a worker needs METERD_PEER_DIR, which its supervisor sets', 1)
-  const bus = cluster.isWorker ? new WorkerBus(workers, index, process, peerDir!, warn) : undefined
+  const bus = cluster.isWorker ? new WorkerBus(workers, index, process, peerDir!, warn, config.server.supervisor_timeout_seconds) : undefined
   // The supervisor combines every ready worker's registry for /metrics.
   bus?.answer('metrics', () => telemetry.registry.getMetricsAsJSON())
   const service = new Service({ config, plan, telemetry, cluster: bus })

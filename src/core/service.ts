@@ -194,7 +194,27 @@ export class Service implements Host {
       collect: () => undefined,
     }).set(1)
     storeGauges(this.registry, this.store, this.opts.config.storage)
-    this.http.route({ method: 'GET', path: '/healthz', bucket: null, scope: null, handler: () => ({ status: 200, body: { status: 'ok' } }) })
+    this.http.route({
+      method: 'GET',
+      path: '/healthz',
+      bucket: null,
+      scope: null,
+      handler: () => {
+        // A supervisor alive but stuck leaves this worker waiting for every rate-limit lease (and
+        // node:cluster hands it no new connection): not live, so a liveness probe restarts the daemon.
+        const since = this.cluster.unresponsiveSince()
+        if (since === undefined) return { status: 200, body: { status: 'ok' } }
+        const seconds = Math.round((Date.now() - since) / 1000)
+        return {
+          status: 503,
+          body: {
+            status: 'supervisor_unresponsive',
+            reason: `the supervisor process has answered nothing for ${seconds} s (stopped or stuck); restart the daemon`,
+            since: new Date(since).toISOString(),
+          },
+        }
+      },
+    })
     this.http.route({
       method: 'GET',
       path: '/readyz',

@@ -49,6 +49,7 @@ function bus() {
     subscribe: (topic, fn) => (topics.set(topic, fn), () => topics.delete(topic)),
     request: () => Promise.reject(new Error('no supervisor here')),
     answer: () => undefined,
+    unresponsiveSince: () => undefined,
     onPeerGone: (fn) => (gone.push(fn), () => undefined),
   }
   return {

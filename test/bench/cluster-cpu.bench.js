@@ -53,7 +53,8 @@ requireCallgrind('cluster-cpu')
  * them). Under callgrind on a busy machine a worker's loop stops for seconds; its rate-limit lease
  * requests used to time out after 2 s although the supervisor had answered in milliseconds, and
  * every request waiting on the lease got a 503 (6 to 206 of 3,000). Workers now wait for the
- * answer while the supervisor is connected: a 503 here is a regression.
+ * answer up to server.supervisor_timeout_seconds (10 s), counted in ticks of their own loop, so
+ * their own stalls do not count: a 503 here is a regression.
  */
 const load = (url, key, count, connections) => loadCompletions(url, key, count, connections, { count503: true })
 

@@ -23,9 +23,16 @@ export interface ClusterBus {
   subscribe(topic: string, fn: (data: unknown) => void): () => void
   /**
    * Asks the supervisor; rejects when there is none or the channel to it closes, and when it does
-   * not answer within `timeoutMs` if one is given (none by default: see WorkerBus.request).
+   * not answer within `timeoutMs`, or by default `server.supervisor_timeout_seconds` (see
+   * WorkerBus.request).
    */
   request<T = unknown>(topic: string, data: unknown, timeoutMs?: number): Promise<T>
+  /**
+   * Since when (ms since the epoch) the supervisor has answered nothing, once that has lasted
+   * `server.supervisor_timeout_seconds` (a supervisor alive but stuck); undefined otherwise, and
+   * always for a single process.
+   */
+  unresponsiveSince(): number | undefined
   /** Answers the supervisor's requests on `topic` (a worker's part of a machine-wide figure). */
   answer(topic: string, fn: (data: unknown) => unknown): void
   /**
@@ -42,6 +49,7 @@ export const LOCAL: ClusterBus = {
   publish: () => undefined,
   subscribe: () => () => undefined,
   request: () => Promise.reject(new Error('not running as a worker: there is no supervisor to ask')),
+  unresponsiveSince: () => undefined,
   answer: () => undefined,
   onPeerGone: () => () => undefined,
 }

@@ -79,7 +79,8 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
     if (answered.length === 0) throw new Error('no worker answered for its metrics')
     return AggregatorRegistry.aggregate(answered).metrics()
   }
-  const answers: Record<string, Answer> = { metrics, ...opts.answers }
+  // Each worker pings every second: an answer shows this process is not stuck (its /healthz).
+  const answers: Record<string, Answer> = { metrics, ping: () => null, ...opts.answers }
   const restarts: number[] = []
   let stopping = false
   let exitCode = 0

@@ -1,6 +1,17 @@
 import { isClusterMessage, type ClusterBus, type ClusterMessage } from './bus.js'
 import { PeerMesh } from './peers.js'
 
+/** What a request waits on: its callbacks, and the tick it was sent at (none when the caller set its own timeout). */
+interface Pending {
+  resolve(v: unknown): void
+  reject(e: Error): void
+  timer?: NodeJS.Timeout
+  tick?: number
+}
+
+/** `server.supervisor_timeout_seconds` when none is given (its default in the config schema). */
+const SUPERVISOR_TIMEOUT_SECONDS = 10
+
 /**
  * A worker's side of the bus: requests to the supervisor over the IPC channel node:cluster opens
  * to it, and what it publishes straight to the other workers over sockets in the directory the
@@ -12,8 +23,18 @@ export class WorkerBus implements ClusterBus {
   private readonly topics = new Map<string, Set<(data: unknown) => void>>()
   private readonly answers = new Map<string, (data: unknown) => unknown>()
   private readonly gone = new Set<(peer: number) => void>()
-  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; timer?: NodeJS.Timeout }>()
+  private readonly pending = new Map<number, Pending>()
   private nextId = 1
+  /**
+   * Seconds of this worker's own loop, counted by a timer: bounds are counted in these, so a
+   * stall of the worker (GC, valgrind) that stops its timers does not count as the supervisor's.
+   */
+  private tick = 0
+  /** Ticks since the supervisor last answered anything (a reply resets it). */
+  private silent = 0
+  private heardAt = Date.now()
+  private pinging = false
+  private readonly ticker: NodeJS.Timeout
 
   constructor(
     readonly workers: number,
@@ -21,21 +42,31 @@ export class WorkerBus implements ClusterBus {
     private readonly proc: NodeJS.Process = process,
     peerDir: string,
     private readonly warn: (message: string, err?: unknown) => void = () => undefined,
+    /** How long the supervisor may leave a request unanswered, and say nothing at all, in seconds. */
+    readonly supervisorTimeoutSeconds = SUPERVISOR_TIMEOUT_SECONDS,
   ) {
     this.leader = index === 0
     this.mesh = new PeerMesh(peerDir, index, (topic, data) => this.deliver(topic, data), warn, (peer) => this.peerGone(peer))
     proc.on('message', (m: unknown) => {
       if (isClusterMessage(m)) this.receive(m)
     })
-    // The channel is reliable and ordered: a request goes unanswered only when the supervisor is
-    // gone, and then the channel closes. What waits on it fails at once, not after a timeout.
+    // The channel is reliable and ordered: when the supervisor is gone it closes, and what waits
+    // on it fails at once, not after the bound.
     proc.on('disconnect', () => {
+      clearInterval(this.ticker)
       for (const [id, p] of this.pending) {
         this.pending.delete(id)
         clearTimeout(p.timer)
         p.reject(new Error('the supervisor is gone (the channel to it closed)'))
       }
     })
+    // A message sent as the supervisor dies, before 'disconnect' is seen, fails (EPIPE) with an
+    // 'error' on the process, which unheard would end this worker mid-drain; 'disconnect' follows.
+    proc.on('error', (err) => warn('a message to the supervisor could not be sent', err))
+    // A supervisor alive but stuck (stopped, in an endless loop) keeps the channel open: what
+    // waits on it is bounded by the ticks instead, and a ping every second tells /healthz.
+    this.ticker = setInterval(() => this.onTick(), 1000)
+    this.ticker.unref()
   }
 
   /** Joins the other workers (before this worker stores anything, so none of its messages miss a peer that is up). */
@@ -55,15 +86,18 @@ export class WorkerBus implements ClusterBus {
   }
 
   /**
-   * Waits for the answer as long as the supervisor is connected: no timeout unless the caller
-   * sets one. A worker's clock cannot tell a slow supervisor from its own stalls: under valgrind a
-   * worker's loop stopped for 2.8 s while its lease request was answered in 6 ms, and the 2 s
-   * timeout it then had fired before the answer, long there, was read (the 503s of issue 19 §1).
+   * Waits for the answer while the supervisor is connected, up to `supervisorTimeoutSeconds` of
+   * this worker's ticks (or the caller's `timeoutMs`). The bound is generous and counted in ticks
+   * of this worker's own loop because a worker's clock cannot tell a slow supervisor from its own
+   * stalls: under valgrind a worker's loop stopped for 2.8 s while its lease request was answered
+   * in 6 ms, and the 2 s timeout it then had fired before the answer, long there, was read (the
+   * 503s of issue 19 §1). Ticks stop with the loop; and each bound re-checks after a
+   * setImmediate, so an answer that arrived meanwhile is read first.
    */
   request<T>(topic: string, data: unknown, timeoutMs?: number): Promise<T> {
     const id = this.nextId++
     return new Promise<T>((resolve, reject) => {
-      const p: { resolve(v: unknown): void; reject(e: Error): void; timer?: NodeJS.Timeout } = { resolve: resolve as (v: unknown) => void, reject }
+      const p: Pending = { resolve: resolve as (v: unknown) => void, reject }
       if (timeoutMs !== undefined) {
         p.timer = setTimeout(() => {
           // Timers run before I/O in a turn of the loop: after a stall of this worker's own, let
@@ -75,6 +109,9 @@ export class WorkerBus implements ClusterBus {
           })
         }, timeoutMs)
         p.timer.unref()
+      } else {
+        // No timer of its own: onTick gives up on it after the bound (no cost per request).
+        p.tick = this.tick
       }
       this.pending.set(id, p)
       if (!this.send({ meterd: 'request', id, topic, data })) {
@@ -88,6 +125,40 @@ export class WorkerBus implements ClusterBus {
   onPeerGone(fn: (peer: number) => void): () => void {
     this.gone.add(fn)
     return () => void this.gone.delete(fn)
+  }
+
+  /**
+   * Since when (ms since the epoch, to the second) the supervisor has answered nothing, not even
+   * this worker's ping every second, once that has lasted `supervisorTimeoutSeconds`; undefined
+   * while it answers. /healthz fails on it, so that a stuck supervisor gets the daemon restarted.
+   */
+  unresponsiveSince(): number | undefined {
+    return this.silent > this.supervisorTimeoutSeconds ? this.heardAt : undefined
+  }
+
+  /** Every second: gives up on requests past the bound, and pings the supervisor if the last ping was answered. */
+  private onTick(): void {
+    this.tick++
+    if (this.silent === 0) this.heardAt = Date.now()
+    this.silent++
+    const expired: number[] = []
+    for (const [id, p] of this.pending) if (p.tick !== undefined && this.tick - p.tick > this.supervisorTimeoutSeconds) expired.push(id)
+    if (expired.length) {
+      // As with a timeout: an answer already in the pipe is read first (timers run before I/O).
+      setImmediate(() => {
+        for (const id of expired) {
+          const p = this.pending.get(id)
+          if (!p) continue
+          this.pending.delete(id)
+          p.reject(new Error(`the supervisor did not answer within ${this.supervisorTimeoutSeconds} s (it is alive but stuck, or overloaded)`))
+        }
+      })
+    }
+    if (!this.pinging) {
+      this.pinging = true
+      const done = () => (this.pinging = false)
+      this.request('ping', null).then(done, done)
+    }
   }
 
   answer(topic: string, fn: (data: unknown) => unknown): void {
@@ -111,6 +182,8 @@ export class WorkerBus implements ClusterBus {
     } else if (m.meterd === 'publish') {
       this.deliver(m.topic, m.data)
     } else if (m.meterd === 'reply') {
+      // Any answer, even one given up on, shows the supervisor is answering.
+      this.silent = 0
       const p = this.pending.get(m.id)
       if (!p) return
       this.pending.delete(m.id)

@@ -64,6 +64,13 @@ export const ServerSchema = Type.Object(
       description:
         'Processes serving the same listeners over the one data directory: auto = one per core; 1 = a single process. Limits, dedup, tiers and the webhook queue stay exact across them (docs/deployment.md)',
     }),
+    supervisor_timeout_seconds: Type.Integer({
+      default: 10,
+      minimum: 2,
+      maximum: 3600,
+      description:
+        'With several workers: how long a worker waits for its supervisor (a rate-limit lease; past it the request gets 503 rate_limiter_unavailable), and how long the supervisor may answer nothing, not even the ping each worker sends every second, before /healthz answers 503 (a supervisor alive but stuck; docs/deployment.md)',
+    }),
   },
   { additionalProperties: false, default: {} },
 )

@@ -67,6 +67,9 @@ export class ClusterBackend implements RateLimitBackend {
       return { count: lease.total - lease.left, blockedUntil: 0 }
     }
     if (lease.exhausted) return { count: limit + 1, blockedUntil: 0 }
+    // Bounded by the bus (server.supervisor_timeout_seconds): past it, every request waiting here
+    // gets the 503. The bus drops an answer it gave up on, so the supervisor counted a grant no
+    // worker admits from: lost until the next window, like an unused lease (fewer, never more).
     lease.pending ??= this.bus
       .request<LeaseAnswer>(LEASE_TOPIC, { caller, bucket, window: lease.window, limit } satisfies LeaseRequest)
       .then((a) => {

@@ -79,6 +79,7 @@ export class RedisTables implements SharedTables {
 
   async wrote(db: string, keys: unknown[]): Promise<void> {
     const fields = keys.map((k) => JSON.stringify(k))
+    if (fields.length === 0) return
     try {
       const values = this.localRows(db, fields)
       // The rows travel in the message too, and both go in one MULTI: messages arrive in the

@@ -1,15 +1,22 @@
+import type { PendingRows } from '../store/pending-rows.js'
+
 /** A replicated table: rows keyed by a JSON-able key, mirrored into this replica's LMDB database. */
 export interface SharedTable {
-  /** LMDB database name: the rows are mirrored there, and that is what the component reads. */
+  /** LMDB database name: the rows are mirrored there. */
   readonly db: string
-  /** Runs after rows changed by another replica were written to the local database (cache invalidation). */
+  /**
+   * Rows another replica changed that are read from Redis and not yet committed locally: the
+   * component reads the table through them (`pending.get(db, key)`, `pending.over(range)`).
+   */
+  readonly pending: PendingRows<any, any>
+  /** Runs once rows changed by another replica are shown (pending, or already in the local database): cache invalidation. */
   changed(): void
 }
 
 /**
  * Keys, tools, export configurations and alert rules: written through (the local LMDB first,
  * then Redis), cached per replica, and brought to the other replicas by pub/sub within
- * milliseconds, with a periodic resync as a safety net.
+ * milliseconds (shown there before their local commit), with a periodic resync as a safety net.
  */
 export interface SharedTables {
   /**

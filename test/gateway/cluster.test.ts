@@ -17,6 +17,7 @@ import { API, COMPLETIONS, EVENTS, TIERS, event, sum, toolBody } from '../helper
 import { haveRedis, startRedis } from '../helpers/redis-server.js'
 import { startReceiver } from '../helpers/webhook-receiver.js'
 import { cliRule } from '../helpers/alerts.js'
+import { within } from '../helpers/gateway.js'
 
 const GATEWAY_CONFIG = join(PACKAGE_ROOT, 'config', 'gateway.yaml')
 const POST_COMPLETION = '/meter/v2/ai/completions'
@@ -112,16 +113,6 @@ function cli(c: Cluster, i: number, args: string[]): Promise<{ code: number | nu
     p.stderr.on('data', (d) => (stderr += d))
     p.on('exit', (code) => resolve({ code, stdout, stderr }))
   })
-}
-
-/** Polls `ok` every 5 ms; resolves with the time it took to hold, or throws after `timeoutMs`. */
-async function within(timeoutMs: number, ok: () => Promise<boolean>): Promise<number> {
-  const t0 = performance.now()
-  for (;;) {
-    if (await ok()) return performance.now() - t0
-    if (performance.now() - t0 > timeoutMs) throw new Error(`not within ${timeoutMs} ms`)
-    await new Promise((r) => setTimeout(r, 5))
-  }
 }
 
 /** C(q) of the worked graduated table (1,000 at 0.01, 9,000 at 0.008, the rest at 0.005). */

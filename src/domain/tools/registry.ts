@@ -2,6 +2,7 @@ import type { Database } from 'lmdb'
 import { conflict, notFound, ApiError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
 import type { SharedTables } from '../../ports/tables.js'
+import { PendingRows } from '../../store/pending-rows.js'
 import type { Store } from '../../store/store.js'
 import { parseToolSpec, type Tool, type ToolSpec } from './tool.js'
 
@@ -31,6 +32,9 @@ export class ToolRegistry {
   private readonly live = new Map<string, Map<string, Tool | null>>()
   private liveCount = 0
   private shared?: SharedTables
+  /** Gateway cluster: rows another replica changed, read before they are committed here. */
+  private readonly pendingTools = new PendingRows<Key, Tool>()
+  private readonly pendingIds = new PendingRows<Key, string>()
   /** Called after every change this process commits. */
   onChange?: () => void
 
@@ -44,13 +48,13 @@ export class ToolRegistry {
     }
   }
 
-  /** Gateway cluster: tools are shared with the other replicas; a change there drops the lookup cache here. */
+  /** Gateway cluster: tools are shared with the other replicas; a change there is read (and the lookup cache dropped) here as soon as it arrives. */
   async share(tables: SharedTables): Promise<void> {
     this.shared = tables
     const changed = () => this.forget()
     await tables.attach([
-      { db: 'tools', changed },
-      { db: 'tool-ids', changed },
+      { db: 'tools', pending: this.pendingTools, changed },
+      { db: 'tool-ids', pending: this.pendingIds, changed },
     ])
   }
 
@@ -108,9 +112,9 @@ export class ToolRegistry {
   }
 
   private lookup(team: string, toolId: string): Tool | undefined {
-    const id = this.ids.get([team, toolId])
+    const id = this.pendingIds.get(this.ids, [team, toolId])
     if (id !== undefined) {
-      const t = this.tools.get([team, id])
+      const t = this.pendingTools.get(this.tools, [team, id])
       if (t && !t.deleted) return t
     }
     const d = this.declaration(team, toolId)
@@ -119,7 +123,7 @@ export class ToolRegistry {
 
   /** A tool by its id, including a deleted one (for restore) when `withDeleted`. */
   get(team: string, id: string, withDeleted = false): Tool | undefined {
-    const t = this.tools.get([team, id])
+    const t = this.pendingTools.get(this.tools, [team, id])
     if (t && (!t.deleted || withDeleted)) return t
     if (t) return undefined
     if (id.startsWith('yaml-')) {
@@ -133,7 +137,8 @@ export class ToolRegistry {
   list(team: string, opts: { withDeleted?: boolean } = {}): Tool[] {
     const out = new Map<string, Tool>()
     const deleted: Tool[] = []
-    for (const { value } of this.tools.getRange({ start: [team], end: [team, '\uffff'] })) {
+    const range = this.tools.getRange({ start: [team], end: [team, '\uffff'] })
+    for (const { value } of this.pendingTools.over(range, (key) => key[0] === team)) {
       if (value.deleted) {
         if (opts.withDeleted) deleted.push(value)
       } else out.set(value.toolId, value)

@@ -2,6 +2,7 @@ import { hash, randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
 import { SCOPES, type Scope } from '../../transport/admission/index.js'
 import type { SharedTables } from '../../ports/tables.js'
+import { PendingRows } from '../../store/pending-rows.js'
 import type { Store } from '../../store/store.js'
 
 /** An API key as stored: never the key itself, only its SHA-256. */
@@ -76,6 +77,8 @@ export class KeyStore {
   private readonly ids: Database<string, string>
   private readonly meta: Database<number, string>
   private readonly cache = new Map<string, ApiKeyRecord>()
+  /** Gateway cluster: keys another replica changed, shown before they are committed here (a revocation at once). */
+  private readonly pending = new PendingRows<string, ApiKeyRecord>()
   private cachedGeneration = -1
   private generationReadAt = -Infinity
   private shared?: SharedTables
@@ -88,7 +91,8 @@ export class KeyStore {
 
   /**
    * Gateway cluster: keys are shared with the other replicas (written through to Redis, mirrored
-   * here, the lookup cache dropped when another replica changes one).
+   * here; another replica's change is looked up, and the cache dropped, as soon as it is read
+   * from Redis, before its commit here).
    */
   async share(tables: SharedTables): Promise<void> {
     this.shared = tables
@@ -97,8 +101,9 @@ export class KeyStore {
       this.generationReadAt = -Infinity
     }
     await tables.attach([
-      { db: 'apikeys', changed },
-      { db: 'apikey-ids', changed },
+      { db: 'apikeys', pending: this.pending, changed },
+      // Read only inside revoke()'s transaction (local-first, as every write).
+      { db: 'apikey-ids', pending: new PendingRows(), changed },
     ])
   }
 
@@ -174,7 +179,7 @@ export class KeyStore {
     }
     const cached = this.cache.get(key)
     if (cached) return cached
-    const r = this.byHash.get(hashKey(key))
+    const r = this.pending.get(this.byHash, hashKey(key))
     if (!r || r.revoked) return undefined
     if (this.cache.size >= CACHE_LIMIT) this.cache.clear()
     this.cache.set(key, r)
@@ -182,7 +187,7 @@ export class KeyStore {
   }
 
   list(): ApiKeyRecord[] {
-    return [...this.byHash.getRange({}).map(({ value }) => value)].sort((a, b) => a.created.localeCompare(b.created))
+    return [...this.pending.over(this.byHash.getRange({}))].map(({ value }) => value).sort((a, b) => a.created.localeCompare(b.created))
   }
 
   isEmpty(): boolean {

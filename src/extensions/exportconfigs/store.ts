@@ -1,5 +1,6 @@
 import type { Database } from 'lmdb'
 import type { SharedTables } from '../../ports/tables.js'
+import { PendingRows } from '../../store/pending-rows.js'
 import type { Store } from '../../store/store.js'
 import type { ConfigurationSource, ExportConfiguration } from '../../domain/webhooks/model.js'
 import { SecretBox, SecretUnreadable, rotate, statusOf, newSecret, type SealedSecret, type SigningState, type SigningStatus } from './secrets.js'
@@ -14,6 +15,9 @@ export class ExportConfigStore implements ConfigurationSource {
   private readonly signing: Database<SigningState, string>
   private readonly byTeam = new Map<string, ExportConfiguration[]>()
   private shared?: SharedTables
+  /** Gateway cluster: rows another replica changed, read before they are committed here. */
+  private readonly pendingConfigs = new PendingRows<string, ExportConfiguration>()
+  private readonly pendingSigning = new PendingRows<string, SigningState>()
   /** Called after every change this process commits (the other workers then reload()). */
   onChange?: () => void
 
@@ -26,15 +30,15 @@ export class ExportConfigStore implements ConfigurationSource {
   /** Rebuilds the index by team from LMDB: another process changed a configuration. */
   reload(): void {
     this.byTeam.clear()
-    for (const { value } of this.configs.getRange({})) this.index(value)
+    for (const { value } of this.pendingConfigs.over(this.configs.getRange({}))) this.index(value)
   }
 
   /** Gateway cluster: configurations (and their sealed signing secrets) are shared with the other replicas. */
   async share(tables: SharedTables): Promise<void> {
     this.shared = tables
     await tables.attach([
-      { db: 'export_configurations', changed: () => this.reload() },
-      { db: 'export_configuration_signing', changed: () => undefined },
+      { db: 'export_configurations', pending: this.pendingConfigs, changed: () => this.reload() },
+      { db: 'export_configuration_signing', pending: this.pendingSigning, changed: () => undefined },
     ])
   }
 
@@ -49,12 +53,17 @@ export class ExportConfigStore implements ConfigurationSource {
   }
 
   get(id: string): ExportConfiguration | undefined {
-    return this.configs.get(id)
+    return this.pendingConfigs.get(this.configs, id)
+  }
+
+  /** The signing state this replica goes by (another replica's change first, in a gateway cluster). */
+  private signingOf(id: string): SigningState | undefined {
+    return this.pendingSigning.get(this.signing, id)
   }
 
   /** A configuration of `team`, or undefined (another team's id is as unknown as a missing one). */
   getForTeam(id: string, team: string): ExportConfiguration | undefined {
-    const c = this.configs.get(id)
+    const c = this.get(id)
     return c && c.team === team ? c : undefined
   }
 
@@ -110,18 +119,18 @@ export class ExportConfigStore implements ConfigurationSource {
   }
 
   async disable(id: string, reason: string): Promise<void> {
-    const c = this.configs.get(id)
+    const c = this.get(id)
     if (!c || !c.enabled) return
     await this.putRow({ ...c, enabled: false, disabledReason: reason, updatedAt: new Date().toISOString() })
   }
 
   signingState(id: string): SigningState | undefined {
-    return this.signing.get(id)
+    return this.signingOf(id)
   }
 
   /** What an API response may show about signing: never a secret. */
   signingView(id: string, now: number): { enabled: boolean; state: SigningStatus; secretCreatedAt?: string; overlapEndsAt?: string } {
-    const s = this.signing.get(id)
+    const s = this.signingOf(id)
     const state = statusOf(s, now)
     return {
       enabled: state !== 'off',
@@ -177,7 +186,7 @@ export class ExportConfigStore implements ConfigurationSource {
   async rotate(id: string, immediate: boolean, now: number): Promise<string> {
     const secret = newSecret()
     // A current secret no key opens cannot sign an overlap: the rotation is then immediate.
-    const state = this.live(this.signing.get(id), now)
+    const state = this.live(this.signingOf(id), now)
     if (state?.current && !this.readable(state.current, id)) immediate = true
     const next = rotate(state, this.box.seal(secret, id), { immediate, now })
     await this.shared?.writable()
@@ -188,7 +197,7 @@ export class ExportConfigStore implements ConfigurationSource {
 
   /** Turns signing off or back on without a new secret (on needs a secret made by rotate before). */
   async setSigningEnabled(id: string, enabled: boolean): Promise<boolean> {
-    const s = this.signing.get(id)
+    const s = this.signingOf(id)
     if (enabled && !s?.current) return false
     if (s) {
       await this.shared?.writable()
@@ -206,7 +215,7 @@ export class ExportConfigStore implements ConfigurationSource {
   }
 
   signingSecrets(id: string, now: number): string[] | undefined {
-    const s = this.signing.get(id)
+    const s = this.signingOf(id)
     const state = statusOf(s, now)
     if (state === 'off') return undefined
     let out: string[]

@@ -11,16 +11,22 @@ const TOMBSTONE = 'null'
 /** Buffers (sealed signing secrets) survive JSON as {type: 'Buffer', data}. */
 const revive = (_k: string, v: any): unknown => (v && v.type === 'Buffer' && Array.isArray(v.data) ? Buffer.from(v.data) : v)
 
+/** Whether a local row (undefined: none) is the one Redis holds as `json`. */
+const same = (current: unknown, json: string): boolean => (json === TOMBSTONE ? current === undefined : current !== undefined && JSON.stringify(current) === json)
+
 /**
  * Tables of rows (API keys, tools, export configurations, alert rules) shared through Redis and
- * mirrored into each replica's LMDB, which is what the components read (and cache).
+ * mirrored into each replica's LMDB, which is what the components read (and cache), through the
+ * rows of another replica not yet committed there (src/store/pending-rows.ts).
  *
  * - A write commits to the local LMDB, then its rows go to a Redis hash per table
- *   (`t:<db>`: JSON key → JSON value, `null` once removed) and a message on the `changes`
- *   channel names them. A row whose push failed is pushed again at the next resync.
- * - Every replica subscribes: a message's rows are read from the hash and written to the
- *   local database, then the table's `changed()` drops its caches. A change is seen by the
- *   other replicas within one Redis round trip and an LMDB commit (milliseconds).
+ *   (`t:<db>`: JSON key → JSON value, `null` once removed) and, in the same MULTI, a message on
+ *   the `changes` channel carries them. A row whose push failed is pushed again at the next resync.
+ * - Every replica subscribes: a message's rows (or, from a resync, the rows it names, read from
+ *   the hash) are shown at once: the table's pending rows, which its component reads through,
+ *   and `changed()` drops its caches. The local LMDB commit follows, durable, and is what a
+ *   restart reads. So a change is seen by the other replicas one pub/sub message after it was
+ *   made, whatever their write queue and disk flush take under load.
  * - Every resync_seconds (and at attach) each table is read whole: rows in Redis win, rows
  *   only this replica has are pushed (a change made while Redis was down).
  */
@@ -28,6 +34,7 @@ export class RedisTables implements SharedTables {
   private readonly replica = randomUUID()
   private readonly tables = new Map<string, SharedTable>()
   private readonly dirty = new Map<string, Set<string>>()
+  private readonly turns = new Map<string, Promise<void>>()
   private timer?: NodeJS.Timeout
   private subscribed = false
   private closed = false
@@ -72,9 +79,17 @@ export class RedisTables implements SharedTables {
 
   async wrote(db: string, keys: unknown[]): Promise<void> {
     const fields = keys.map((k) => JSON.stringify(k))
+    if (fields.length === 0) return
     try {
-      await this.push(db, fields)
-      await this.redis.publish(this.channel, JSON.stringify({ r: this.replica, db, k: fields }))
+      const values = this.localRows(db, fields)
+      // The rows travel in the message too, and both go in one MULTI: messages arrive in the
+      // order the hash took their rows, so the others show them without reading the hash.
+      const answers = await this.redis
+        .multi()
+        .hset(this.hash(db), ...fields.flatMap((f, i) => [f, values[i]]))
+        .publish(this.channel, JSON.stringify({ r: this.replica, db, k: fields, v: values }))
+        .exec()
+      for (const [err] of answers ?? []) if (err) throw err
       this.outage.recovered()
     } catch (err) {
       // Committed here already (Redis answered writable() a moment before and failed since):
@@ -92,22 +107,44 @@ export class RedisTables implements SharedTables {
     this.timer = undefined
   }
 
+  /** The current local rows of `fields`, as the Redis hash holds them. */
+  private localRows(db: string, fields: string[]): string[] {
+    const local = this.store.db<any, any>(db)
+    return fields.map((f) => {
+      const v = local.get(JSON.parse(f))
+      return v === undefined ? TOMBSTONE : JSON.stringify(v)
+    })
+  }
+
   /** The current local rows of `fields` into the Redis hash. */
   private async push(db: string, fields: string[]): Promise<void> {
-    const local = this.store.db<any, any>(db)
-    const args: string[] = []
-    for (const f of fields) {
-      const v = local.get(JSON.parse(f))
-      args.push(f, v === undefined ? TOMBSTONE : JSON.stringify(v))
-    }
-    if (args.length) await this.redis.hset(this.hash(db), ...args)
+    const values = this.localRows(db, fields)
+    if (fields.length) await this.redis.hset(this.hash(db), ...fields.flatMap((f, i) => [f, values[i]]))
+  }
+
+  /**
+   * Runs `read` after the reads of `db` before it: rows read from Redis are shown in the order
+   * Redis took them, whether they came in a message (the subscriber's connection) or were read
+   * from the hash (the command connection, a round trip later). Only the reads wait their turn,
+   * never a local commit.
+   */
+  private inTurn<T>(db: string, read: () => T | Promise<T>): Promise<T> {
+    const run = (this.turns.get(db) ?? Promise.resolve()).then(read)
+    const turn = run.then(
+      () => undefined,
+      () => undefined,
+    )
+    this.turns.set(db, turn)
+    // Forgotten once idle: a table's turn is a settled promise most of the time.
+    void turn.then(() => this.turns.get(db) === turn && this.turns.delete(db))
+    return run
   }
 
   private async subscribe(): Promise<void> {
     if (this.subscribed) return
     this.subscribed = true
     this.sub.on('message', (_channel: string, message: string) => {
-      let m: { r: string; db: string; k: string[] }
+      let m: { r: string; db: string; k: string[]; v?: string[] }
       try {
         m = JSON.parse(message)
       } catch {
@@ -115,7 +152,7 @@ export class RedisTables implements SharedTables {
       }
       const table = this.tables.get(m.db)
       if (m.r === this.replica || !table || this.closed) return
-      this.pull(table, m.k).catch((err) => this.outage.failed(err))
+      this.pull(table, m.k, m.v).catch((err) => this.outage.failed(err))
     })
     // A (re)connected subscriber may have missed messages: resync then.
     this.sub.on('ready', () => {
@@ -129,35 +166,56 @@ export class RedisTables implements SharedTables {
     }
   }
 
-  /** Rows named by another replica's message, from Redis into the local database. */
-  private async pull(table: SharedTable, fields: string[]): Promise<void> {
-    const values = fields.length ? await this.redis.hmget(this.hash(table.db), ...fields) : []
-    await this.apply(
-      table,
-      fields.map((f, i) => [f, values[i]]),
-    )
+  /**
+   * Rows of another replica's message into the local database: the rows it carries, or (from a
+   * resync, or a replica of an earlier version) those it names, read from the hash.
+   */
+  private async pull(table: SharedTable, fields: string[], values?: string[]): Promise<void> {
+    const { durable } = await this.inTurn(table.db, async () => {
+      const rows = values?.length === fields.length ? values : fields.length ? await this.redis.hmget(this.hash(table.db), ...fields) : []
+      return { durable: this.show(table, fields.map((f, i) => [f, rows[i]])) }
+    })
+    await durable
   }
 
-  private async apply(table: SharedTable, rows: [field: string, value: string | null][]): Promise<void> {
-    if (rows.length === 0) return
+  /**
+   * Rows read from Redis into the local database. They are shown at once (the table's pending
+   * rows, which its component reads through, and its caches dropped); the LMDB commit is queued
+   * now, so commits keep the order the rows were shown in, and the returned promise resolves once
+   * it is durable. A row leaves the pending ones once its commit is visible, unless a later one
+   * was held meanwhile.
+   */
+  private show(table: SharedTable, rows: [field: string, value: string | null][]): Promise<void> {
+    if (rows.length === 0) return Promise.resolve()
     const local = this.store.db<any, any>(table.db)
-    await this.store.durable(
-      local.transaction(() => {
-        for (const [f, v] of rows) {
-          if (v === null) continue
-          const key = JSON.parse(f)
-          const current = local.get(key)
-          if (v === TOMBSTONE) {
-            if (current !== undefined) local.remove(key)
-          } else if (current === undefined || JSON.stringify(current) !== v) {
-            local.put(key, JSON.parse(v, revive))
-          }
-        }
-      }),
-    )
+    const writes: { key: unknown; field: string; json: string; value: unknown; mark: object }[] = []
+    for (const [field, json] of rows) {
+      if (json === null) continue
+      const key = JSON.parse(field)
+      // As committed here, and nothing else pending: nothing to do (the resync's usual case).
+      if (!table.pending.has(field) && same(local.get(key), json)) continue
+      const value = json === TOMBSTONE ? undefined : JSON.parse(json, revive)
+      writes.push({ key, field, json, value, mark: table.pending.hold(field, key, value) })
+    }
     // Always: another worker of this daemon (same LMDB) may have written the rows already, and
     // this process's caches still need to go.
     table.changed()
+    if (writes.length === 0) return Promise.resolve()
+    const commit = local.transaction(() => {
+      for (const w of writes) {
+        const current = local.get(w.key)
+        if (w.value === undefined) {
+          if (current !== undefined) local.remove(w.key)
+        } else if (!same(current, w.json)) local.put(w.key, w.value)
+      }
+    })
+    // A commit that failed leaves its rows pending (still shown): the next resync finds LMDB
+    // behind Redis and writes them again.
+    commit.then(
+      () => writes.forEach((w) => table.pending.settle(w.field, w.mark)),
+      () => undefined,
+    )
+    return this.store.durable(commit)
   }
 
   private async resyncAll(): Promise<void> {
@@ -182,8 +240,11 @@ export class RedisTables implements SharedTables {
       for (const f of fields) dirty.delete(f)
       pushed.push(...fields)
     }
-    const remote = await this.redis.hgetall(this.hash(table.db))
-    await this.apply(table, Object.entries(remote))
+    const { remote, durable } = await this.inTurn(table.db, async () => {
+      const remote = await this.redis.hgetall(this.hash(table.db))
+      return { remote, durable: this.show(table, Object.entries(remote)) }
+    })
+    await durable
     const mine: string[] = []
     for (const key of this.store.db<any, any>(table.db).getKeys({})) {
       const f = JSON.stringify(key)

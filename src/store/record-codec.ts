@@ -535,6 +535,106 @@ function writePlain(o: object, p: number, depth: number): number {
   return p
 }
 
+/**
+ * The shapes of the objects read so far: a tree of their key sequences (a shape's node is reached
+ * from ROOT by its keys in order), each node counting the objects that ended there. An object of
+ * a shape met SHAPE_AFTER times is then made by a function compiled for it, one object literal
+ * with its keys (`{"model": v[i], "provider": v[i + 1], …}`), as msgpackr reads its structures:
+ * a literal makes the object with its final hidden class at once, where adding its properties one
+ * by one is a megamorphic keyed store each (about 7.8k instructions for the bench's completion).
+ * The tree and the compiled shapes are bounded (MAX_NODES, MAX_SHAPES); an object past them is
+ * made as before, a property at a time. The bytes on disk are the same either way.
+ */
+interface Shape {
+  /** The node's parent (undefined for ROOT), and the key that leads here from it. */
+  readonly parent: Shape | undefined
+  readonly key: string
+  /** Whether the keys up to here include `__proto__`: such a shape is never compiled (an own property needs defineProperty). */
+  readonly proto: boolean
+  /** The first key byte met after this node and where it leads (most nodes have one child), then the others by byte. */
+  byte: number
+  child: Shape | undefined
+  children: (Shape | undefined)[] | undefined
+  /** Children by a literal key (one the table does not name). */
+  literals: Map<string, Shape> | undefined
+  /** Objects that ended here, the shape's keys (made on its first end), its compiled maker. */
+  ended: number
+  keys: string[] | undefined
+  make: ((v: unknown[], i: number) => Record<string, unknown>) | undefined
+}
+
+/** Objects of a shape made a property at a time before one is compiled for it (a one-off shape costs no compile). */
+const SHAPE_AFTER = 3
+const MAX_NODES = 4096
+const MAX_SHAPES = 1024
+/** Wider shapes are not compiled (a literal of thousands of properties gains nothing and costs a large function). */
+const MAX_SHAPE_KEYS = 256
+
+function shape(parent: Shape | undefined, key: string): Shape {
+  nodes++
+  return { parent, key, proto: key === '__proto__' || (parent?.proto ?? false), byte: -1, child: undefined, children: undefined, literals: undefined, ended: 0, keys: undefined, make: undefined }
+}
+
+let nodes = 0
+let shapes = 0
+/** Whether this process may compile code from strings (node --disallow-code-generation-from-strings may forbid it). */
+let compiling = true
+const ROOT: Shape = shape(undefined, '')
+
+/** The shape tree's size against its bounds (for the tests: the tree must stay bounded whatever bodies are read). */
+export function bodyShapes(): { nodes: number; compiled: number; maxNodes: number; maxCompiled: number } {
+  return { nodes, compiled: shapes, maxNodes: MAX_NODES, maxCompiled: MAX_SHAPES }
+}
+
+/** The shape after `node` with key byte k, added to the tree when new and there is room; undefined when not. */
+function byteChild(node: Shape, k: number): Shape | undefined {
+  if (node.child === undefined) {
+    if (nodes >= MAX_NODES) return undefined
+    node.byte = k
+    return (node.child = shape(node, BODY_KEYS[k]))
+  }
+  const children = (node.children ??= [])
+  let next = children[k]
+  if (next === undefined && nodes < MAX_NODES) next = children[k] = shape(node, BODY_KEYS[k])
+  return next
+}
+
+function literalChild(node: Shape, key: string): Shape | undefined {
+  const literals = (node.literals ??= new Map())
+  let next = literals.get(key)
+  if (next === undefined && nodes < MAX_NODES) literals.set(key, (next = shape(node, key)))
+  return next
+}
+
+function keysOf(node: Shape): string[] {
+  const keys: string[] = []
+  for (let n = node; n.parent !== undefined; n = n.parent) keys.push(n.key)
+  return keys.reverse()
+}
+
+function compile(keys: string[]): Shape['make'] {
+  // JSON.stringify quotes any name as a valid literal key; `__proto__` never comes here (a quoted
+  // `"__proto__":` in a literal would set the prototype).
+  let body = ''
+  for (let j = 0; j < keys.length; j++) body += `${j === 0 ? '' : ','}${JSON.stringify(keys[j])}:v[i+${j}]`
+  try {
+    return new Function('v', 'i', `return {${body}}`) as Shape['make']
+  } catch {
+    compiling = false
+    return undefined
+  }
+}
+
+/**
+ * The values of the objects being read, each object's from its start on (a nested object's above
+ * its parent's), and `top`, where the next nested object's start. A new array for each body: stores into a
+ * young array need no remembered-set entry (a long-lived one cost a write barrier's slow path a
+ * value), and it keeps no body's strings alive after its read.
+ */
+const NO_VALUES: unknown[] = []
+let values = NO_VALUES
+let top = 0
+
 /** The body being read: its structure's bytes, where the next is, the record's text, where the next string starts. */
 const NO_BYTES = Buffer.alloc(0)
 let src: Buffer = NO_BYTES
@@ -548,10 +648,13 @@ function readBody(b: Buffer, from: number, to: number, text: string, textFrom: n
   cursor = from
   bodyText = text
   textAt = textFrom
+  values = new Array(64)
+  top = 0
   const body = readValue()
   const whole = cursor === to && textAt === text.length
   src = NO_BYTES
   bodyText = ''
+  values = NO_VALUES
   if (!whole) throw new Error('a usage record whose body does not read back whole')
   return body
 }
@@ -609,7 +712,72 @@ function readArray(n: number): unknown[] {
 }
 
 function readObject(): Record<string, unknown> {
-  const o: Record<string, unknown> = {}
+  const start = top
+  const v = values
+  let at = start
+  let node = ROOT
+  for (;;) {
+    const from = cursor
+    const k = src[cursor++]
+    let next: Shape | undefined
+    if (node.byte === k) next = node.child
+    else if (k < BODY_KEYS.length) next = byteChild(node, k)
+    else if (k === END) {
+      top = start
+      return made(node, start)
+    } else if (k === KEY_LITERAL) {
+      const textFrom = textAt
+      const n = readLength()
+      next = literalChild(node, bodyText.slice(textAt, (textAt += n)))
+      if (next === undefined) textAt = textFrom
+    } else throw new Error(`a usage record whose body names key ${k}, which this build of meterd does not know`)
+    if (next === undefined) {
+      // No room left in the tree: the keys so far and the rest as before, a property at a time.
+      cursor = from
+      top = start
+      return readProperties(assign({}, keysOf(node), start))
+    }
+    node = next
+    const t = src[cursor]
+    if (t < 0x80) {
+      // A short string (most values), without readValue's other cases.
+      cursor++
+      v[at++] = bodyText.slice(textAt, (textAt += t))
+      continue
+    }
+    // A nested object's values go above this one's.
+    top = at + 1
+    v[at++] = readValue()
+  }
+}
+
+/** The object of shape `node` whose values are from `start` on: by its compiled maker, or a property at a time (compiling one once the shape is met often enough). */
+function made(node: Shape, start: number): Record<string, unknown> {
+  if (node.make !== undefined) return node.make(values, start)
+  const keys = (node.keys ??= keysOf(node))
+  if (++node.ended >= SHAPE_AFTER && compiling && !node.proto && shapes < MAX_SHAPES && keys.length <= MAX_SHAPE_KEYS) {
+    const make = compile(keys)
+    if (make !== undefined) {
+      shapes++
+      node.make = make
+      return make(values, start)
+    }
+  }
+  return assign({}, keys, start)
+}
+
+function assign(o: Record<string, unknown>, keys: string[], start: number): Record<string, unknown> {
+  for (let j = 0; j < keys.length; j++) {
+    const key = keys[j]
+    // An own property, as JSON.parse makes it, rather than the object's prototype.
+    if (key === '__proto__') Object.defineProperty(o, key, { value: values[start + j], writable: true, enumerable: true, configurable: true })
+    else o[key] = values[start + j]
+  }
+  return o
+}
+
+/** The rest of an object's properties, each added as it is read (past the tree's bounds). */
+function readProperties(o: Record<string, unknown>): Record<string, unknown> {
   for (;;) {
     const k = src[cursor++]
     if (k < BODY_KEYS.length) o[BODY_KEYS[k]] = readValue()

@@ -9,6 +9,7 @@ import { asBinary } from 'lmdb'
 import t from 'tap'
 import type { UsageRecord } from '../../src/model/usage-record.js'
 import { BODY_KEYS } from '../../src/store/body-keys.js'
+import { bodyShapes } from '../../src/store/record-codec.js'
 import { Store } from '../../src/store/store.js'
 import { removeDir, tempDir } from '../helpers/meterd.js'
 import { usageRecord } from '../helpers/usage-record.js'
@@ -229,4 +230,96 @@ t.test('a data directory of usage layout 4 opens in layout 5, its records as bef
   await reopened.durable(reopened.root.transaction(() => reopened.usage.writeInTransaction([fresh], { dedupWindowMs: 3_600_000, now: 2_000 })))
   t.equal(reopened.usage.records.getBinary(fresh.id)![1], 2, 'a new record is in format 2')
   t.same(reopened.usage.get(fresh.id), fresh)
+})
+
+// The decoder makes an object of a shape (its keys in order) it has met a few times with a reader
+// compiled for that shape (record-codec.ts, "The shapes of the objects read so far"). These read
+// each shape many times, so both ways of making it — a property at a time and compiled — are read
+// back, and check each read exactly (key order included).
+
+/** Reads each record `times` times, checking every read against what was put. */
+function readsBack(t: Tap.Test, store: Store, written: UsageRecord[], times: number, names: string[]): void {
+  for (let n = 0; n < times; n++) {
+    for (const [i, r] of written.entries()) {
+      const got = store.usage.get(r.id)!.body
+      const problem = exact(got, r.body)
+      const json = JSON.stringify(got) === JSON.stringify(r.body)
+      // One assertion per body and read would be thousands: only failures are reported one by one.
+      if (problem !== undefined || !json) t.fail(`${names[i]}, read ${n + 1}: ${problem ?? 'its JSON differs'}`)
+    }
+  }
+  t.pass(`${written.length} bodies read back exactly ${times} times each`)
+}
+
+t.test('shapes read many times are made by readers compiled for them, and read back exactly', async (t) => {
+  const dir = tempDir('meterd-record-body-shapes-')
+  t.teardown(() => removeDir(dir))
+  const store = new Store({ path: join(dir, 'data') })
+  const reversed = Object.fromEntries(Object.entries(LITELLM).reverse())
+  const bodies: [string, Record<string, unknown>][] = [
+    ['the bench completion (nested subscriber and credential)', { ...LITELLM, transactionId: 'tx-shapes' }],
+    ['the same keys in the opposite order', reversed],
+    ['the completion without two fields', Object.fromEntries(Object.entries(LITELLM).filter(([k]) => k !== 'requestDuration' && k !== 'retryNumber'))],
+    ['a prefix of another shape', { model: 'm' }],
+    ['that shape and one key more', { model: 'm', provider: 'p' }],
+    ['literal keys that need quoting', { model: 'm', 'with space': 1, 'quote"back\\slash': 2, 'line\u2028sep': 3, 'k\ud800': 4, '': 5, constructor: 'c', toString: 't', '12': 'index-like', 'a-b': null }],
+    ['`__proto__` among other keys', JSON.parse('{"model": "m", "__proto__": {"polluted": true}, "after": [1, {"__proto__": 2}]}')],
+    ['nested shapes of their own', {
+      subscriber: { id: 'u', email: 'e', credential: { name: 'n', value: 'v' } },
+      attributes: { a: { b: { c: 1 } }, list: [{ a: 1 }, { a: 2, b: 3 }, { b: 4, a: 5 }, { a: 6 }] },
+      empty: {},
+    }],
+    ['undefined and null values', { model: undefined, provider: null, agent: 'a' }],
+  ]
+  const written = bodies.map(([, body], i) => record(`01SHAPE${String(i).padStart(2, '0')}`, body))
+  await store.durable(store.root.transaction(() => written.forEach((r) => store.usage.records.put(r.id, r))))
+  readsBack(t, store, written, 12, bodies.map(([name]) => name))
+  // Two shapes no other body has: compiled on their third read, not before (a one-off shape is not).
+  const fresh = record('01SHAPEFRESH', { onlyHereA: 1, onlyHereB: { onlyHereC: 'x' } })
+  await store.usage.records.put(fresh.id, fresh)
+  const before = bodyShapes().compiled
+  readsBack(t, store, [fresh], 2, ['a shape met twice'])
+  t.equal(bodyShapes().compiled, before, 'a shape read twice is made a property at a time')
+  readsBack(t, store, [fresh], 1, ['a shape met three times'])
+  t.equal(bodyShapes().compiled, before + 2, 'on its third read, a reader is compiled for it and for its nested object')
+  readsBack(t, store, [fresh], 5, ['a compiled shape'])
+  t.equal(bodyShapes().compiled, before + 2, 'and used from then on')
+  for (let n = 0; n < 5; n++) {
+    const proto = store.usage.get(written[6].id)!.body as Record<string, unknown>
+    t.equal(Object.getPrototypeOf(proto), Object.prototype, '`__proto__` does not become the prototype')
+    t.same(Object.getOwnPropertyDescriptor(proto, '__proto__')?.value, { polluted: true }, 'it stays an own property')
+    const inner = (proto.after as unknown[])[1] as object
+    t.equal(Object.getPrototypeOf(inner), Object.prototype, 'a nested `__proto__` too')
+    t.equal(Object.getOwnPropertyDescriptor(inner, '__proto__')?.value, 2)
+  }
+  t.equal((Object.prototype as Record<string, unknown>).polluted, undefined, 'Object.prototype is untouched')
+  await store.close()
+})
+
+t.test('past the bounds of the shape tree, bodies read back as before and the tree stays bounded', async (t) => {
+  const dir = tempDir('meterd-record-body-bounds-')
+  t.teardown(() => removeDir(dir))
+  const store = new Store({ path: join(dir, 'data') })
+  const { maxNodes } = bodyShapes()
+  const bodies: [string, Record<string, unknown>][] = [
+    ['an object wider than a compiled shape may be', Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`wide${i}`, i]))],
+    // Each item a shape of its own: more shapes than the tree holds.
+    ['more distinct shapes than the tree holds', { items: Array.from({ length: maxNodes + 500 }, (_, i) => ({ [`key${i}`]: i, model: `m${i}` })) }],
+    // Read after the tree is full: shapes whose path ends early (the rest added a property at a time).
+    ['the completion and a key never met before', { ...LITELLM, neverMetBefore: 1, model: 'after' }],
+    ['a known key the tree has no room for', { temperature: 0.5, ...LITELLM }],
+    ['a literal key first', { neverMetFirst: true, model: 'm' }],
+    ['`__proto__` past the bounds', JSON.parse('{"zzUnseen": 1, "__proto__": {"polluted": true}}')],
+    ['the completion itself, compiled before the tree filled up', LITELLM],
+  ]
+  const written = bodies.map(([, body], i) => record(`01BOUND${String(i).padStart(2, '0')}`, body))
+  await store.durable(store.root.transaction(() => written.forEach((r) => store.usage.records.put(r.id, r))))
+  readsBack(t, store, written, 5, bodies.map(([name]) => name))
+  const after = bodyShapes()
+  t.equal(after.nodes, after.maxNodes, 'the tree filled up to its bound and no further')
+  t.ok(after.compiled <= after.maxCompiled, 'and the compiled shapes stay within theirs')
+  const proto = store.usage.get(written[5].id)!.body
+  t.equal(Object.getPrototypeOf(proto), Object.prototype, '`__proto__` past the bounds is not the prototype either')
+  t.same(Object.getOwnPropertyDescriptor(proto, '__proto__')?.value, { polluted: true })
+  await store.close()
 })

@@ -12,15 +12,12 @@ import { join } from 'node:path'
 import t from 'tap'
 import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
-import { createTelemetry } from '../../src/core/telemetry.js'
 import { KeyStore } from '../../src/extensions/apikeys/key-store.js'
-import { openRedisSharedState } from '../../src/store/redis/index.js'
-import { Store } from '../../src/store/store.js'
 import { litellmCompletion } from '../fixtures/wire-examples.js'
 import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, writeConfig } from '../helpers/meterd.js'
 import { API, toolBody } from '../helpers/pricing.js'
 import { haveRedis, startRedis } from '../helpers/redis-server.js'
-import { heldFrom, within } from '../helpers/gateway.js'
+import { heldFrom, openReplica, within } from '../helpers/gateway.js'
 
 const GATEWAY_CONFIG = join(PACKAGE_ROOT, 'config', 'gateway.yaml')
 /** docs/deployment.md, "Bound on a change reaching the other replicas". */
@@ -90,20 +87,9 @@ if (!haveRedis) {
 
     // Keys are made and revoked as `meterd keys` does, from a third replica's data directory in
     // this process: each revocation is timed from the moment revoke() returns.
-    const store = new Store({ path: join(dir, 'data-c') })
-    const { logger, registry } = createTelemetry({ level: 'silent' })
-    const shared = await openRedisSharedState(
-      { url: redis.url, key_prefix: 'meterd:', command_timeout_ms: 1000, connect_timeout_ms: 2000, claim_ttl_seconds: 30, resync_seconds: 60, leader_lease_seconds: 5 },
-      store,
-      logger,
-      registry,
-    )
+    const { store, shared } = await openReplica(t, join(dir, 'data-c'), redis.url)
     const keys = new KeyStore(store)
     await keys.share(shared.tables)
-    t.teardown(async () => {
-      await shared.close()
-      await store.close()
-    })
 
     const tool = await call(`${a.url}${API}/tools`, { key: ADMIN_KEY, body: toolBody('prop-tool', { name: 'calls', aggregationType: 'COUNT', tiersMode: 'volume', unitPrice: '0.1', tiers: [] }) })
     t.equal(tool.status, 201, 'a tool made on one replica')

@@ -5,14 +5,11 @@
  */
 import { join } from 'node:path'
 import t from 'tap'
-import { createTelemetry } from '../../src/core/telemetry.js'
 import { ToolRegistry } from '../../src/domain/tools/registry.js'
-import { openRedisSharedState } from '../../src/store/redis/index.js'
-import { Store } from '../../src/store/store.js'
 import { removeDir, tempDir } from '../helpers/meterd.js'
 import { toolBody } from '../helpers/pricing.js'
 import { haveRedis, startRedis } from '../helpers/redis-server.js'
-import { within } from '../helpers/gateway.js'
+import { openReplica, within } from '../helpers/gateway.js'
 
 const price = (p: string) => ({ pricing: { currency: 'USD', elements: [{ name: 'calls', aggregationType: 'COUNT', tiersMode: 'volume', unitPrice: p, tiers: [] }] } })
 
@@ -25,21 +22,10 @@ if (!haveRedis) {
     const dir = tempDir('meterd-tables-')
     t.teardown(() => removeDir(dir))
     const replica = async (name: string) => {
-      const store = new Store({ path: join(dir, name) })
-      const { logger, registry } = createTelemetry({ level: 'silent' })
       // resync_seconds far apart: the test runs the resyncs itself, amid the messages.
-      const shared = await openRedisSharedState(
-        { url: redis.url, key_prefix: 'meterd:', command_timeout_ms: 1000, connect_timeout_ms: 2000, claim_ttl_seconds: 30, resync_seconds: 60, leader_lease_seconds: 5 },
-        store,
-        logger,
-        registry,
-      )
+      const { store, shared } = await openReplica(t, join(dir, name), redis.url)
       const tools = new ToolRegistry(store)
       await tools.share(shared.tables)
-      t.teardown(async () => {
-        await shared.close()
-        await store.close()
-      })
       return { store, tools, tables: shared.tables as unknown as { resyncAll(): Promise<void> } }
     }
     const x = await replica('x')

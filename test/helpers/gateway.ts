@@ -1,4 +1,27 @@
 /** Shared set-up of the gateway tests (not a test itself). */
+import { createTelemetry } from '../../src/core/telemetry.js'
+import { openRedisSharedState } from '../../src/store/redis/index.js'
+import { Store } from '../../src/store/store.js'
+
+/**
+ * A replica's store and Redis shared state in this process (as `meterd keys` opens them), closed
+ * when `t` ends. resync_seconds is far apart: a test that wants resyncs runs them itself.
+ */
+export async function openReplica(t: { teardown(fn: () => Promise<void>): void }, path: string, redisUrl: string) {
+  const store = new Store({ path })
+  const { logger, registry } = createTelemetry({ level: 'silent' })
+  const shared = await openRedisSharedState(
+    { url: redisUrl, key_prefix: 'meterd:', command_timeout_ms: 1000, connect_timeout_ms: 2000, claim_ttl_seconds: 30, resync_seconds: 60, leader_lease_seconds: 5 },
+    store,
+    logger,
+    registry,
+  )
+  t.teardown(async () => {
+    await shared.close()
+    await store.close()
+  })
+  return { store, shared }
+}
 
 /** Polls `ok` every 5 ms; resolves with the time it took to hold, or throws after `timeoutMs`. */
 export async function within(timeoutMs: number, ok: () => Promise<boolean>): Promise<number> {

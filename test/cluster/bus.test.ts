@@ -43,7 +43,7 @@ writeFileSync(script, SUPERVISOR)
  * runs (on a busy machine starting it takes longer than a short bound); the bus waits
  * `boundSeconds` (default 10) for an answer.
  */
-async function connected(t: Tap.Test, delayMs: number, boundSeconds?: number): Promise<{ bus: WorkerBus; supervisor: ChildProcess }> {
+async function connected(t: Tap.Test, delayMs: number, boundSeconds = 10): Promise<{ bus: WorkerBus; supervisor: ChildProcess }> {
   const supervisor = fork(script, { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   // SIGKILL ends a stopped process too.
   t.teardown(() => void supervisor.kill('SIGKILL'))

@@ -9,9 +9,6 @@ interface Pending {
   tick?: number
 }
 
-/** `server.supervisor_timeout_seconds` when none is given (its default in the config schema). */
-const SUPERVISOR_TIMEOUT_SECONDS = 10
-
 /**
  * A worker's side of the bus: requests to the supervisor over the IPC channel node:cluster opens
  * to it, and what it publishes straight to the other workers over sockets in the directory the
@@ -43,7 +40,7 @@ export class WorkerBus implements ClusterBus {
     peerDir: string,
     private readonly warn: (message: string, err?: unknown) => void = () => undefined,
     /** How long the supervisor may leave a request unanswered, and say nothing at all, in seconds. */
-    readonly supervisorTimeoutSeconds = SUPERVISOR_TIMEOUT_SECONDS,
+    readonly supervisorTimeoutSeconds: number,
   ) {
     this.leader = index === 0
     this.mesh = new PeerMesh(peerDir, index, (topic, data) => this.deliver(topic, data), warn, (peer) => this.peerGone(peer))

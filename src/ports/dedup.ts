@@ -1,6 +1,12 @@
-import type { BatchContext, StoredResponse } from '../core/consumer.js'
 import { ApiError } from '../core/errors.js'
 import type { UsageKind, UsageRecord } from '../model/usage-record.js'
+import type { UnitCarrier } from './write-unit.js'
+
+/** An Idempotency-Key's answer as stored, replayed to a retry of the request. */
+export interface StoredResponse {
+  status: number
+  body: string
+}
 
 /**
  * What ingest (src/domain/ingest) reads of the usage store to deduplicate, per team. The LMDB
@@ -17,7 +23,7 @@ export interface DedupStore {
    * answer for the team's Idempotency-Key was stored since findReplay looked (by another worker
    * of the daemon: requests in flight in one process are held apart by ingest itself).
    */
-  guardReplay(ctx: BatchContext, team: string, key: string, ttlMs: number, now: number): void
+  guardReplay(ctx: UnitCarrier, team: string, key: string, ttlMs: number, now: number): void
 }
 
 /** The commit found the Idempotency-Key answered by another process: replay that answer. */

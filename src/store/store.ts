@@ -8,7 +8,7 @@ import type { ValueEncoder, ValueEncoderClass } from './record-codec.js'
 import type { tupleKeyEncoder } from './tuple-key.js'
 import { UsageStore } from './usage-store.js'
 import { WriteHealth, type WriteHealthListener } from './write-health.js'
-import { WriteUnit } from './write-unit.js'
+import { LmdbWriteUnit } from './write-unit.js'
 
 type KeyEncoder = typeof tupleKeyEncoder
 
@@ -123,8 +123,8 @@ export class Store {
   }
 
   /** A new unit of writes committed as one transaction (src/store/write-unit.ts). */
-  unit(): WriteUnit {
-    return new WriteUnit(this)
+  unit(): LmdbWriteUnit {
+    return new LmdbWriteUnit(this)
   }
 
   /**
@@ -135,7 +135,7 @@ export class Store {
    * that holds `write`. Read after the commit instead, it would be the flush of whatever batch
    * the other requests had queued meanwhile, and under load every request would wait for one
    * more commit and fsync than its own (docs/performance.md).
-   * `onDurable` runs just before the promise resolves (WriteUnit records that it is committed).
+   * `onDurable` runs just before the promise resolves (the write unit records that it is committed).
    */
   durable<T>(write: Promise<T>, onDurable?: () => void): Promise<T> {
     this.preallocator?.written()

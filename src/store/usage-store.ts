@@ -1,8 +1,8 @@
 import { asBinary, type Database, type Transaction } from 'lmdb'
-import type { BatchContext, StoredResponse } from '../core/consumer.js'
 import { USAGE_KINDS, type UsageKind, type UsageRecord } from '../model/usage-record.js'
-import { ReplayTaken } from '../ports/dedup.js'
+import { ReplayTaken, type StoredResponse } from '../ports/dedup.js'
 import type { ListQuery, ListResult, RecordSnapshot, UsageRecords, WriteOptions } from '../ports/usage.js'
+import type { UnitCarrier } from '../ports/write-unit.js'
 import { dedupEntryCodec, usageRecordCodec } from './record-codec.js'
 import type { Store } from './store.js'
 import { RANGE_END, tupleKeyEncoder, type TupleKey } from './tuple-key.js'
@@ -90,7 +90,7 @@ export class UsageStore implements UsageRecords {
     return e && now - e.at < ttlMs ? e : undefined
   }
 
-  guardReplay(ctx: BatchContext, team: string, key: string, ttlMs: number, now: number): void {
+  guardReplay(ctx: UnitCarrier, team: string, key: string, ttlMs: number, now: number): void {
     // The unit's first step, so nothing of the request is put when it throws.
     ;(ctx.unit ??= this.store.unit()).add(() => {
       if (this.findReplay(team, key, ttlMs, now)) throw new ReplayTaken()

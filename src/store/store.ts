@@ -1,10 +1,11 @@
 import { statSync } from 'node:fs'
 import { join } from 'node:path'
-import { open, type Database, type RootDatabase } from 'lmdb'
+import { open, type Database, type Key, type RootDatabase } from 'lmdb'
 import { checkDataFile } from './check.js'
 import { DATA_FILE_MODE, prepareDataDir } from './data-dir.js'
 import { aheadOfData, Preallocator } from './preallocate.js'
 import type { ValueEncoder, ValueEncoderClass } from './record-codec.js'
+import { LmdbTableView } from './table-view.js'
 import type { tupleKeyEncoder } from './tuple-key.js'
 import { UsageStore } from './usage-store.js'
 import { WriteHealth, type WriteHealthListener } from './write-health.js'
@@ -39,6 +40,7 @@ export class Store {
   /** Whether commits succeed; the daemon's readiness and metrics read it. */
   readonly health: WriteHealth
   private readonly dbs = new Map<string, Database<any, any>>()
+  private readonly views = new Map<string, LmdbTableView<any, any>>()
   private readonly preallocator?: Preallocator
   private closed = false
   /** Paths of an existing data directory that were world-accessible and were tightened (src/store/data-dir.ts). */
@@ -110,6 +112,17 @@ export class Store {
       this.dbs.set(name, db)
     }
     return db as Database<V, K>
+  }
+
+  /**
+   * A table as its component reads it (src/store/table-view.ts): through the rows of a shared
+   * table that another replica changed and this one has not committed yet. One per database,
+   * shared by its readers and the shared tables' adapter, which holds those rows (redis/tables.ts).
+   */
+  view<K extends Key, V>(name: string): LmdbTableView<K, V> {
+    let view = this.views.get(name)
+    if (!view) this.views.set(name, (view = new LmdbTableView(this.db<K, V>(name))))
+    return view
   }
 
   /**

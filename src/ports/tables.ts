@@ -28,7 +28,7 @@ export interface SharedTable {
  */
 export interface SharedTables {
   /**
-   * Resolves when the shared store answers; rejects with `sharedStateUnavailable()` (503 +
+   * Resolves when the shared store answers; rejects with the 503 `shared_state_unavailable` (with a
    * Retry-After) when it cannot be reached. A write of a table calls it before its local commit,
    * so a change is refused rather than kept by one replica alone while Redis is down.
    */

@@ -37,7 +37,7 @@ export interface Counted {
    * Exact when no other event moved the aggregate since (the usual case, and always for a retry
    * of the same request on any replica); otherwise COUNT, SUM and AVERAGE are moved back by this
    * request's own contribution and a MAXIMUM or a DISTINCT value another event may have been
-   * priced against stays. Rejects with `sharedStateUnavailable()` when the shared store is gone.
+   * priced against stays. Rejects with the 503 `shared_state_unavailable` when the shared store is gone.
    */
   giveBack(): Promise<void>
 }

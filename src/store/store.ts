@@ -3,15 +3,14 @@ import { join } from 'node:path'
 import { open, type Database, type Key, type RootDatabase } from 'lmdb'
 import { checkDataFile } from './check.js'
 import { DATA_FILE_MODE, prepareDataDir } from './data-dir.js'
+import type { DbOptions, Environment } from './environment.js'
 import { aheadOfData, Preallocator } from './preallocate.js'
 import type { ValueEncoder, ValueEncoderClass } from './record-codec.js'
 import { LmdbTableView } from './table-view.js'
-import type { tupleKeyEncoder } from './tuple-key.js'
+import { migrateUsageLayout } from './usage-layout.js'
 import { UsageStore } from './usage-store.js'
 import { WriteHealth, type WriteHealthListener } from './write-health.js'
 import { LmdbWriteUnit } from './write-unit.js'
-
-type KeyEncoder = typeof tupleKeyEncoder
 
 const NO_OVERWRITE = { noOverwrite: true } as any // lmdb-js's put options; its types omit noOverwrite
 
@@ -34,7 +33,7 @@ export interface StoreOptions {
  * Named databases keep each concern apart; `durable()` is the only way a write is
  * acknowledged: committed, then flushed to disk.
  */
-export class Store {
+export class Store implements Environment {
   readonly root: RootDatabase
   readonly usage: UsageStore
   /** Whether commits succeed; the daemon's readiness and metrics read it. */
@@ -65,6 +64,8 @@ export class Store {
       ...({ permissionsMode: DATA_FILE_MODE } as {}),
     })
     this.usage = new UsageStore(this)
+    // A directory of an earlier layout is brought to this one before anything reads it.
+    migrateUsageLayout(this, this.usage)
     const probes = this.db<string, number>('store-health')
     this.health = new WriteHealth(
       join(opts.path, 'data.mdb'),
@@ -99,7 +100,7 @@ export class Store {
    */
   db<K extends import('lmdb').Key = import('lmdb').Key, V = any>(
     name: string,
-    opts: { dupSort?: boolean; sharedStructures?: boolean; codec?: (msgpack: ValueEncoderClass) => ValueEncoderClass; keyEncoder?: KeyEncoder } = {},
+    opts: DbOptions = {},
   ): Database<V, K> {
     let db = this.dbs.get(name)
     if (!db) {

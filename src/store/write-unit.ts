@@ -1,5 +1,5 @@
 import type { WriteStep, WriteUnit } from '../ports/write-unit.js'
-import type { Store } from './store.js'
+import type { Environment } from './environment.js'
 
 /**
  * One request's writes, from every component that stores something for it (the pricing
@@ -24,7 +24,7 @@ export class LmdbWriteUnit implements WriteUnit {
   private done?: Promise<void>
   private durable = false
 
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: Environment) {}
 
   add(step: WriteStep): void {
     // A step added once the transaction ran would silently miss it: a programming error.

@@ -1,12 +1,12 @@
 import type { Caller, UsageRecord } from '../model/usage-record.js'
-import type { Store } from '../store/store.js'
-import type { WriteUnit } from '../store/write-unit.js'
+import type { StoredResponse } from '../ports/dedup.js'
+import type { UnitCarrier, WriteUnit, WriteUnits } from '../ports/write-unit.js'
 
 export type Signal = 'usage' | 'traces' | 'logs' | 'metrics'
 export const SIGNALS: readonly Signal[] = ['usage', 'traces', 'logs', 'metrics']
 
 /** Facts about the request a batch came in on, travelling with the batch. */
-export interface BatchContext {
+export interface BatchContext extends UnitCarrier {
   caller?: Caller
   /**
    * Idempotency-Key replay data, stored by the durable exporter in the records' transaction. The
@@ -44,13 +44,8 @@ export interface ItemRejection {
 }
 
 /** The batch's write unit, created by the first component that writes. */
-export function unitOf(batch: Batch<any>, store: Store): WriteUnit {
+export function unitOf(batch: Batch<any>, store: WriteUnits): WriteUnit {
   return (batch.ctx.unit ??= store.unit())
-}
-
-export interface StoredResponse {
-  status: number
-  body: string
 }
 
 export interface Batch<T = UsageRecord> {

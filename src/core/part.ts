@@ -1,5 +1,5 @@
 import type { Batch, BatchContext, ItemRejection } from './consumer.js'
-import type { WriteUnit } from '../store/write-unit.js'
+import type { WriteUnit } from '../ports/write-unit.js'
 import type { Caller } from '../model/usage-record.js'
 
 /**

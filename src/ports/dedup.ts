@@ -1,6 +1,11 @@
-import type { BatchContext, StoredResponse } from '../core/consumer.js'
-import { ApiError } from '../core/errors.js'
 import type { UsageKind, UsageRecord } from '../model/usage-record.js'
+import type { UnitCarrier } from './write-unit.js'
+
+/** An Idempotency-Key's answer as stored, replayed to a retry of the request. */
+export interface StoredResponse {
+  status: number
+  body: string
+}
 
 /**
  * What ingest (src/domain/ingest) reads of the usage store to deduplicate, per team. The LMDB
@@ -17,7 +22,7 @@ export interface DedupStore {
    * answer for the team's Idempotency-Key was stored since findReplay looked (by another worker
    * of the daemon: requests in flight in one process are held apart by ingest itself).
    */
-  guardReplay(ctx: BatchContext, team: string, key: string, ttlMs: number, now: number): void
+  guardReplay(ctx: UnitCarrier, team: string, key: string, ttlMs: number, now: number): void
 }
 
 /** The commit found the Idempotency-Key answered by another process: replay that answer. */
@@ -37,7 +42,8 @@ export type KeyClaim = { claimed: true } | { claimed: false; bodyHash: string; r
  * transactionId dedup and Idempotency-Keys across replicas. A claim is taken before the records
  * are stored (SET NX), turned into the stored record's id or answer once they are durable, and
  * released when the request fails, so a retry on any replica can store them.
- * Every method rejects with `sharedStateUnavailable()` when the shared store cannot be reached.
+ * Every method rejects with the 503 `shared_state_unavailable` (an ApiError: nothing was stored,
+ * retry later) when the shared store cannot be reached.
  */
 export interface SharedDedup {
   /** Claims a team's transactionId for `id`; waits for another replica's claim to settle. */
@@ -59,11 +65,4 @@ export interface SharedDedup {
   claimKey(team: string, key: string, bodyHash: string, owner: string): Promise<KeyClaim>
   commitKey(team: string, key: string, bodyHash: string, owner: string, response: StoredResponse, ttlMs: number): Promise<void>
   releaseKey(team: string, key: string, owner: string): Promise<void>
-}
-
-/** The answer when correctness needs the shared state and it cannot be reached: nothing was stored. */
-export function sharedStateUnavailable(): ApiError {
-  return new ApiError(503, 'api_error', 'shared_state_unavailable', 'the shared state of the gateway cluster (Redis) is unreachable; nothing was stored; retry later', {
-    headers: { 'retry-after': '1' },
-  })
 }

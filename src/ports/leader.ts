@@ -14,6 +14,6 @@ export interface Leadership {
  */
 export interface AlertMeasures {
   publish(ruleId: string, replica: string, value: string, ttlMs: number): Promise<void>
-  /** Every replica's latest entry for the rule. Rejects with `sharedStateUnavailable()` when the shared store is gone. */
+  /** Every replica's latest entry for the rule. Rejects with the 503 `shared_state_unavailable` when the shared store is gone. */
   gather(ruleId: string): Promise<string[]>
 }

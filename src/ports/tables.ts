@@ -1,14 +1,22 @@
-import type { PendingRows } from '../store/pending-rows.js'
+/**
+ * A table as its component reads it (Store.view): this replica's rows, and in a gateway cluster
+ * another replica's changes to them, shown from the moment they are read from the shared store,
+ * before they are committed here.
+ */
+export interface TableView<K, V> {
+  /** The row as this replica shows it. */
+  get(key: K): V | undefined
+  /** The rows in [start, end) (every row without a range) in key order; a row another replica added comes after the others. */
+  range(range?: { start: K; end: K }): Iterable<{ key: K; value: V }>
+}
 
-/** A replicated table: rows keyed by a JSON-able key, mirrored into this replica's LMDB database. */
+/**
+ * A replicated table: rows keyed by a JSON-able key, mirrored into this replica's LMDB database,
+ * whose view (TableView) shows another replica's changes before their local commit.
+ */
 export interface SharedTable {
   /** LMDB database name: the rows are mirrored there. */
   readonly db: string
-  /**
-   * Rows another replica changed that are read from Redis and not yet committed locally: the
-   * component reads the table through them (`pending.get(db, key)`, `pending.over(range)`).
-   */
-  readonly pending: PendingRows<any, any>
   /** Runs once rows changed by another replica are shown (pending, or already in the local database): cache invalidation. */
   changed(): void
 }
@@ -20,7 +28,7 @@ export interface SharedTable {
  */
 export interface SharedTables {
   /**
-   * Resolves when the shared store answers; rejects with `sharedStateUnavailable()` (503 +
+   * Resolves when the shared store answers; rejects with the 503 `shared_state_unavailable` (with a
    * Retry-After) when it cannot be reached. A write of a table calls it before its local commit,
    * so a change is refused rather than kept by one replica alone while Redis is down.
    */

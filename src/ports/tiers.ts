@@ -1,4 +1,21 @@
-import type { Applied, ToolCharge } from '../domain/pricing/aggregates.js'
+import type { PricingElement } from '../model/pricing-element.js'
+
+/** What an event contributed to each element: its cost C(after) − C(before) and its quantity (decimal strings). */
+export interface Applied {
+  parts: Record<string, string>
+  quantities: Record<string, string>
+}
+
+/** One tool event to apply: its aggregate key prefix (scope + period) and the tool's elements. */
+export interface ToolCharge {
+  recordId: string
+  /** The event's team and transactionId, when it has one: a duplicate of a stored record never counts. */
+  transaction?: { team: string; id: string }
+  /** [team, ...scope values, toolId, period]. */
+  scope: string[]
+  elements: PricingElement[]
+  usageMetadata: Record<string, unknown> | undefined
+}
 
 /**
  * Period aggregates of tool pricing elements: each charge moves them
@@ -20,7 +37,7 @@ export interface Counted {
    * Exact when no other event moved the aggregate since (the usual case, and always for a retry
    * of the same request on any replica); otherwise COUNT, SUM and AVERAGE are moved back by this
    * request's own contribution and a MAXIMUM or a DISTINCT value another event may have been
-   * priced against stays. Rejects with `sharedStateUnavailable()` when the shared store is gone.
+   * priced against stays. Rejects with the 503 `shared_state_unavailable` when the shared store is gone.
    */
   giveBack(): Promise<void>
 }

@@ -1,6 +1,5 @@
-import type { StoredResponse } from '../core/consumer.js'
 import type { UsageKind, UsageRecord } from '../model/usage-record.js'
-import type { DedupStore } from './dedup.js'
+import type { DedupStore, StoredResponse } from './dedup.js'
 
 export interface ListQuery {
   team: string

@@ -1,16 +1,16 @@
 import { statSync } from 'node:fs'
 import { join } from 'node:path'
-import { open, type Database, type RootDatabase } from 'lmdb'
+import { open, type Database, type Key, type RootDatabase } from 'lmdb'
 import { checkDataFile } from './check.js'
 import { DATA_FILE_MODE, prepareDataDir } from './data-dir.js'
+import type { DbOptions, Environment } from './environment.js'
 import { aheadOfData, Preallocator } from './preallocate.js'
 import type { ValueEncoder, ValueEncoderClass } from './record-codec.js'
-import type { tupleKeyEncoder } from './tuple-key.js'
+import { LmdbTableView } from './table-view.js'
+import { migrateUsageLayout } from './usage-layout.js'
 import { UsageStore } from './usage-store.js'
 import { WriteHealth, type WriteHealthListener } from './write-health.js'
-import { WriteUnit } from './write-unit.js'
-
-type KeyEncoder = typeof tupleKeyEncoder
+import { LmdbWriteUnit } from './write-unit.js'
 
 const NO_OVERWRITE = { noOverwrite: true } as any // lmdb-js's put options; its types omit noOverwrite
 
@@ -33,12 +33,13 @@ export interface StoreOptions {
  * Named databases keep each concern apart; `durable()` is the only way a write is
  * acknowledged: committed, then flushed to disk.
  */
-export class Store {
+export class Store implements Environment {
   readonly root: RootDatabase
   readonly usage: UsageStore
   /** Whether commits succeed; the daemon's readiness and metrics read it. */
   readonly health: WriteHealth
   private readonly dbs = new Map<string, Database<any, any>>()
+  private readonly views = new Map<string, LmdbTableView<any, any>>()
   private readonly preallocator?: Preallocator
   private closed = false
   /** Paths of an existing data directory that were world-accessible and were tightened (src/store/data-dir.ts). */
@@ -63,6 +64,8 @@ export class Store {
       ...({ permissionsMode: DATA_FILE_MODE } as {}),
     })
     this.usage = new UsageStore(this)
+    // A directory of an earlier layout is brought to this one before anything reads it.
+    migrateUsageLayout(this, this.usage)
     const probes = this.db<string, number>('store-health')
     this.health = new WriteHealth(
       join(opts.path, 'data.mdb'),
@@ -97,7 +100,7 @@ export class Store {
    */
   db<K extends import('lmdb').Key = import('lmdb').Key, V = any>(
     name: string,
-    opts: { dupSort?: boolean; sharedStructures?: boolean; codec?: (msgpack: ValueEncoderClass) => ValueEncoderClass; keyEncoder?: KeyEncoder } = {},
+    opts: DbOptions = {},
   ): Database<V, K> {
     let db = this.dbs.get(name)
     if (!db) {
@@ -113,6 +116,17 @@ export class Store {
   }
 
   /**
+   * A table as its component reads it (src/store/table-view.ts): through the rows of a shared
+   * table that another replica changed and this one has not committed yet. One per database,
+   * shared by its readers and the shared tables' adapter, which holds those rows (redis/tables.ts).
+   */
+  view<K extends Key, V>(name: string): LmdbTableView<K, V> {
+    let view = this.views.get(name)
+    if (!view) this.views.set(name, (view = new LmdbTableView(this.db<K, V>(name))))
+    return view
+  }
+
+  /**
    * Puts `value` unless `key` exists (LMDB's MDB_NOOVERWRITE), inside a write transaction only;
    * true when it was put. One B-tree operation where a get and a put would be two.
    */
@@ -123,8 +137,8 @@ export class Store {
   }
 
   /** A new unit of writes committed as one transaction (src/store/write-unit.ts). */
-  unit(): WriteUnit {
-    return new WriteUnit(this)
+  unit(): LmdbWriteUnit {
+    return new LmdbWriteUnit(this)
   }
 
   /**
@@ -135,7 +149,7 @@ export class Store {
    * that holds `write`. Read after the commit instead, it would be the flush of whatever batch
    * the other requests had queued meanwhile, and under load every request would wait for one
    * more commit and fsync than its own (docs/performance.md).
-   * `onDurable` runs just before the promise resolves (WriteUnit records that it is committed).
+   * `onDurable` runs just before the promise resolves (the write unit records that it is committed).
    */
   durable<T>(write: Promise<T>, onDurable?: () => void): Promise<T> {
     this.preallocator?.written()

@@ -1,6 +1,6 @@
 import type { Database } from 'lmdb'
 import { dedupEntryCodec } from './record-codec.js'
-import type { Store } from './store.js'
+import type { Environment } from './environment.js'
 import type { DedupEntry, IdempotencyEntry, IndexKey, UsageStore } from './usage-store.js'
 
 /** The version of the usage data layout, in the store's `meta` database. */
@@ -41,7 +41,7 @@ interface EarlierKeys {
  * 10,000 at a time, so memory stays bounded; layout 1's dedup and replay rewrite holds its
  * entries in memory (about 200 bytes each), once.
  */
-export function migrateUsageLayout(store: Store, usage: UsageStore): void {
+export function migrateUsageLayout(store: Environment, usage: UsageStore): void {
   const meta = store.db<string, number>('meta')
   const layout = (): number | undefined => meta.get(LAYOUT_KEY)
   if (layout() === USAGE_LAYOUT) return

@@ -1,12 +1,11 @@
 import { asBinary, type Database, type Transaction } from 'lmdb'
-import type { BatchContext, StoredResponse } from '../core/consumer.js'
 import { USAGE_KINDS, type UsageKind, type UsageRecord } from '../model/usage-record.js'
-import { ReplayTaken } from '../ports/dedup.js'
+import { ReplayTaken, type StoredResponse } from '../ports/dedup.js'
 import type { ListQuery, ListResult, RecordSnapshot, UsageRecords, WriteOptions } from '../ports/usage.js'
+import type { UnitCarrier } from '../ports/write-unit.js'
 import { dedupEntryCodec, usageRecordCodec } from './record-codec.js'
-import type { Store } from './store.js'
+import type { Environment } from './environment.js'
 import { RANGE_END, tupleKeyEncoder, type TupleKey } from './tuple-key.js'
-import { migrateUsageLayout } from './usage-layout.js'
 
 export interface DedupEntry {
   id: string
@@ -64,7 +63,7 @@ export class UsageStore implements UsageRecords {
   readonly dedup: Database<DedupEntry, IndexKey>
   readonly replay: Database<IdempotencyEntry, IndexKey>
 
-  constructor(private readonly store: Store) {
+  constructor(private readonly store: Environment) {
     // Records in a fixed layout around the msgpack body (record-codec.ts); older ones decode as before.
     this.records = store.db<string, UsageRecord>('usage-records', { sharedStructures: true, codec: usageRecordCodec })
     // Keys in tuple-key.ts's encoding, which LMDB compares with memcmp (layout 4; earlier
@@ -72,7 +71,6 @@ export class UsageStore implements UsageRecords {
     this.index = store.db<IndexKey, null>('usage-index.4', { keyEncoder: tupleKeyEncoder })
     this.dedup = store.db<IndexKey, DedupEntry>('usage-dedup.4', { sharedStructures: true, codec: dedupEntryCodec, keyEncoder: tupleKeyEncoder })
     this.replay = store.db<IndexKey, IdempotencyEntry>('usage-idempotency', { sharedStructures: true })
-    migrateUsageLayout(store, this)
   }
 
   dedupKey(team: string, kind: UsageKind, transactionId: string): IndexKey {
@@ -90,7 +88,7 @@ export class UsageStore implements UsageRecords {
     return e && now - e.at < ttlMs ? e : undefined
   }
 
-  guardReplay(ctx: BatchContext, team: string, key: string, ttlMs: number, now: number): void {
+  guardReplay(ctx: UnitCarrier, team: string, key: string, ttlMs: number, now: number): void {
     // The unit's first step, so nothing of the request is put when it throws.
     ;(ctx.unit ??= this.store.unit()).add(() => {
       if (this.findReplay(team, key, ttlMs, now)) throw new ReplayTaken()

@@ -1,7 +1,5 @@
-import type { Store } from './store.js'
-
-/** A piece of a unit: runs inside the unit's write transaction (synchronously, LMDB reads and puts only). */
-export type WriteStep = () => void
+import type { WriteStep, WriteUnit } from '../ports/write-unit.js'
+import type { Environment } from './environment.js'
 
 /**
  * One request's writes, from every component that stores something for it (the pricing
@@ -20,13 +18,13 @@ export type WriteStep = () => void
  * ingest CPU), so a step that throws stops its unit (later steps are skipped, `commit()`
  * rejects) but cannot take back the puts it already made.
  */
-export class WriteUnit {
+export class LmdbWriteUnit implements WriteUnit {
   private readonly steps: WriteStep[] = []
   private running = false
   private done?: Promise<void>
   private durable = false
 
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: Environment) {}
 
   add(step: WriteStep): void {
     // A step added once the transaction ran would silently miss it: a programming error.

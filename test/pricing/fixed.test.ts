@@ -3,7 +3,8 @@ import t from 'tap'
 import { Decimal, money, moneyOfUnits, unitsOfMoney, perMillion, perTokenScaled, plusScaled, round, roundScaled, timesScaled } from '../../src/domain/pricing/money.js'
 import { moveDecimal, moveScaled, type Aggregate } from '../../src/domain/pricing/aggregates.js'
 import { PriceBook, priceCompletion } from '../../src/domain/pricing/price-book.js'
-import { AGGREGATION_TYPES, elementStep, periodCharge, type PricingElement } from '../../src/domain/pricing/tiers.js'
+import { elementStep, periodCharge } from '../../src/domain/pricing/tiers.js'
+import { AGGREGATION_TYPES, type PricingElement } from '../../src/model/pricing-element.js'
 
 // Completion prices and tool tier charges run in BigInt (src/domain/pricing/money.ts, Scaled) whenever
 // they can; these properties hold them to the Decimal arithmetic they replace, digit for digit, including the

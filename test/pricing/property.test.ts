@@ -5,7 +5,8 @@ import { join } from 'node:path'
 import t from 'tap'
 import { Decimal } from '../../src/domain/pricing/money.js'
 import { ToolAggregates, quantityOf } from '../../src/domain/pricing/aggregates.js'
-import { AGGREGATION_TYPES, periodCharge, type PricingElement } from '../../src/domain/pricing/tiers.js'
+import { periodCharge } from '../../src/domain/pricing/tiers.js'
+import { AGGREGATION_TYPES, type PricingElement } from '../../src/model/pricing-element.js'
 import { Store } from '../../src/store/store.js'
 
 // For random tiers, aggregations and event streams, the per-event costs C(after) − C(before)

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
-import type { SharedTables } from '../../ports/tables.js'
-import { PendingRows } from '../../store/pending-rows.js'
+import type { SharedTables, TableView } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import { INITIAL_STATE, type AlertEvent, type AlertRule, type AlertState } from './model.js'
 
@@ -29,9 +28,9 @@ export class AlertStore {
   private readonly events: Database<AlertEvent, EventKey>
   private readonly byId = new Map<string, AlertRule>()
   private shared?: SharedTables
-  /** Gateway cluster: rules and states another replica changed, read before they are committed here. */
-  private readonly pendingRules = new PendingRows<string, AlertRule>()
-  private readonly pendingStates = new PendingRows<string, AlertState>()
+  /** Rules and states as they are read: in a gateway cluster, another replica's change before it is committed here. */
+  private readonly shownRules: TableView<string, AlertRule>
+  private readonly shownStates: TableView<string, AlertState>
   /** Called after every rule change this process commits (the other workers then reload()). */
   onChange?: () => void
 
@@ -39,13 +38,15 @@ export class AlertStore {
     this.rules = store.db('alert-rules')
     this.states = store.db('alert-state')
     this.events = store.db('alert-events')
+    this.shownRules = store.view('alert-rules')
+    this.shownStates = store.view('alert-state')
     this.reload()
   }
 
   /** Re-reads every rule from LMDB: another process changed one. */
   reload(): void {
     this.byId.clear()
-    for (const { value } of this.pendingRules.over(this.rules.getRange({}))) this.byId.set(value.id, value)
+    for (const { value } of this.shownRules.range()) this.byId.set(value.id, value)
   }
 
   /**
@@ -56,10 +57,10 @@ export class AlertStore {
   async share(tables: SharedTables): Promise<void> {
     this.shared = tables
     await tables.attach([
-      { db: 'alert-rules', pending: this.pendingRules, changed: () => this.reload() },
-      { db: 'alert-state', pending: this.pendingStates, changed: () => {} },
+      { db: 'alert-rules', changed: () => this.reload() },
+      { db: 'alert-state', changed: () => {} },
       // The history is read from LMDB: an event shows there once committed (it is not a change to act on).
-      { db: 'alert-events', pending: new PendingRows(), changed: () => {} },
+      { db: 'alert-events', changed: () => {} },
     ])
   }
 
@@ -96,7 +97,7 @@ export class AlertStore {
   }
 
   state(id: string): AlertState {
-    return this.pendingStates.get(this.states, id) ?? INITIAL_STATE
+    return this.shownStates.get(id) ?? INITIAL_STATE
   }
 
   async put(rule: AlertRule): Promise<void> {

@@ -1,6 +1,5 @@
-import type { StoredResponse } from '../../core/consumer.js'
 import { ApiError, conflict, invalid } from '../../core/errors.js'
-import type { DedupStore } from '../../ports/dedup.js'
+import type { DedupStore, StoredResponse } from '../../ports/dedup.js'
 import type { InFlight } from './in-flight.js'
 
 /** DESIGN §3: 1–255 printable ASCII characters, no spaces. */

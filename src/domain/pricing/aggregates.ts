@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto'
 import type { Database } from 'lmdb'
-import type { TierQuantities } from '../../ports/tiers.js'
+import type { PricingElement } from '../../model/pricing-element.js'
+import type { Applied, TierQuantities, ToolCharge } from '../../ports/tiers.js'
 import type { Store } from '../../store/store.js'
 import { Decimal, SCALE, ZERO, cmpScaled, dec, formatScaled, parseQuantity, parseQuantityScaled, parseScaled, plusScaled, type Decimal as D } from './money.js'
-import { elementStep, elementStepScaled, type ElementStep, type PricingElement } from './tiers.js'
+import { elementStep, elementStepScaled, type ElementStep } from './tiers.js'
 
 /** Running statistics of one element over one billing period and scope. */
 export interface Aggregate {
@@ -18,23 +19,6 @@ export interface Aggregate {
 }
 
 export const EMPTY_AGGREGATE: Aggregate = { n: 0, nv: 0, sum: '0', max: '0', distinct: 0 }
-
-/** What an event contributed to each element: its cost C(after) − C(before) and its quantity (decimal strings). */
-export interface Applied {
-  parts: Record<string, string>
-  quantities: Record<string, string>
-}
-
-/** One tool event to apply: its aggregate key prefix (scope + period) and the tool's elements. */
-export interface ToolCharge {
-  recordId: string
-  /** The event's team and transactionId, when it has one: a duplicate of a stored record never counts. */
-  transaction?: { team: string; id: string }
-  /** [team, ...scope values, toolId, period]. */
-  scope: string[]
-  elements: PricingElement[]
-  usageMetadata: Record<string, unknown> | undefined
-}
 
 type Key = string[]
 

@@ -1,24 +1,5 @@
 import { Decimal, SCALED_ZERO, ZERO, cmpScaled, minusScaled, money, moneyOfUnits, mulScaled, plusScaled, round, roundScaled, scaledOf, type Decimal as D, type Scaled } from './money.js'
-
-export const AGGREGATION_TYPES = ['SUM', 'COUNT', 'AVERAGE', 'MAXIMUM', 'DISTINCT'] as const
-export type AggregationType = (typeof AGGREGATION_TYPES)[number]
-export const TIERS_MODES = ['volume', 'graduated'] as const
-export type TiersMode = (typeof TIERS_MODES)[number]
-
-/** A tier as stored: prices as decimal strings; `upTo` null = unlimited. */
-export interface Tier {
-  upTo: string | null
-  unitPrice: string
-}
-
-/** SPEC's pricing element, as stored (decimal strings, validated). */
-export interface PricingElement {
-  name: string
-  unitPrice: string
-  aggregationType: AggregationType
-  tiersMode: TiersMode
-  tiers: Tier[]
-}
+import type { PricingElement } from '../../model/pricing-element.js'
 
 // Tier prices and limits arrive as numbers or decimal strings; each distinct one is parsed once.
 const parsed = new Map<string | number, D>()

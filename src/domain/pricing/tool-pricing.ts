@@ -2,7 +2,8 @@ import type { Tool } from '../tools/tool.js'
 import { toolPriceVersion } from '../tools/tool.js'
 import type { Cost, ToolRecord } from '../../model/usage-record.js'
 import { ZERO, dec, money, moneyOfUnits, unitsOfMoney } from './money.js'
-import { periodOf, type Applied, type BillingPeriod, type ToolCharge } from './aggregates.js'
+import type { Applied, ToolCharge } from '../../ports/tiers.js'
+import { periodOf, type BillingPeriod } from './aggregates.js'
 
 /** The dimensions a period aggregate may be scoped by (processor config `tools.scope`). */
 export const SCOPE_DIMENSIONS = [

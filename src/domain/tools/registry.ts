@@ -1,8 +1,7 @@
 import type { Database } from 'lmdb'
 import { conflict, notFound, ApiError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
-import type { SharedTables } from '../../ports/tables.js'
-import { PendingRows } from '../../store/pending-rows.js'
+import type { SharedTables, TableView } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import { parseToolSpec, type Tool, type ToolSpec } from './tool.js'
 
@@ -32,15 +31,17 @@ export class ToolRegistry {
   private readonly live = new Map<string, Map<string, Tool | null>>()
   private liveCount = 0
   private shared?: SharedTables
-  /** Gateway cluster: rows another replica changed, read before they are committed here. */
-  private readonly pendingTools = new PendingRows<Key, Tool>()
-  private readonly pendingIds = new PendingRows<Key, string>()
+  /** `tools` and `tool-ids` as lookups read them: in a gateway cluster, another replica's change before it is committed here. */
+  private readonly shownTools: TableView<Key, Tool>
+  private readonly shownIds: TableView<Key, string>
   /** Called after every change this process commits. */
   onChange?: () => void
 
   constructor(private readonly store: Store, declared: DeclaredTool[] = [], private readonly startedAt = new Date(0).toISOString()) {
     this.tools = store.db<Key, Tool>('tools')
     this.ids = store.db<Key, string>('tool-ids')
+    this.shownTools = store.view<Key, Tool>('tools')
+    this.shownIds = store.view<Key, string>('tool-ids')
     for (const d of declared) {
       let m = this.declared.get(d.team)
       if (!m) this.declared.set(d.team, (m = new Map()))
@@ -53,8 +54,8 @@ export class ToolRegistry {
     this.shared = tables
     const changed = () => this.forget()
     await tables.attach([
-      { db: 'tools', pending: this.pendingTools, changed },
-      { db: 'tool-ids', pending: this.pendingIds, changed },
+      { db: 'tools', changed },
+      { db: 'tool-ids', changed },
     ])
   }
 
@@ -112,9 +113,9 @@ export class ToolRegistry {
   }
 
   private lookup(team: string, toolId: string): Tool | undefined {
-    const id = this.pendingIds.get(this.ids, [team, toolId])
+    const id = this.shownIds.get([team, toolId])
     if (id !== undefined) {
-      const t = this.pendingTools.get(this.tools, [team, id])
+      const t = this.shownTools.get([team, id])
       if (t && !t.deleted) return t
     }
     const d = this.declaration(team, toolId)
@@ -123,7 +124,7 @@ export class ToolRegistry {
 
   /** A tool by its id, including a deleted one (for restore) when `withDeleted`. */
   get(team: string, id: string, withDeleted = false): Tool | undefined {
-    const t = this.pendingTools.get(this.tools, [team, id])
+    const t = this.shownTools.get([team, id])
     if (t && (!t.deleted || withDeleted)) return t
     if (t) return undefined
     if (id.startsWith('yaml-')) {
@@ -137,8 +138,7 @@ export class ToolRegistry {
   list(team: string, opts: { withDeleted?: boolean } = {}): Tool[] {
     const out = new Map<string, Tool>()
     const deleted: Tool[] = []
-    const range = this.tools.getRange({ start: [team], end: [team, '\uffff'] })
-    for (const { value } of this.pendingTools.over(range, (key) => key[0] === team)) {
+    for (const { value } of this.shownTools.range({ start: [team], end: [team, '\uffff'] })) {
       if (value.deleted) {
         if (opts.withDeleted) deleted.push(value)
       } else out.set(value.toolId, value)

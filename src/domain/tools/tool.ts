@@ -1,6 +1,6 @@
 import { ApiError, invalid } from '../../core/errors.js'
 import { dec, parseAmount } from '../pricing/money.js'
-import { AGGREGATION_TYPES, TIERS_MODES, type AggregationType, type PricingElement, type Tier, type TiersMode } from '../pricing/tiers.js'
+import { AGGREGATION_TYPES, TIERS_MODES, type AggregationType, type PricingElement, type Tier, type TiersMode } from '../../model/pricing-element.js'
 
 /** Both generations of toolType seen on the wire (wire-contract §3.2). */
 export const TOOL_TYPES = ['SDK', 'MCP_SERVER', 'AI_SERVICE', 'REST_API', 'LOCAL_FUNCTION', 'CUSTOM', 'MULTIMODAL', 'TOOL_CALL'] as const

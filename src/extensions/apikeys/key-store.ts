@@ -1,8 +1,7 @@
 import { hash, randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
 import { SCOPES, type Scope } from '../../transport/admission/index.js'
-import type { SharedTables } from '../../ports/tables.js'
-import { PendingRows } from '../../store/pending-rows.js'
+import type { SharedTables, TableView } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 
 /** An API key as stored: never the key itself, only its SHA-256. */
@@ -77,14 +76,15 @@ export class KeyStore {
   private readonly ids: Database<string, string>
   private readonly meta: Database<number, string>
   private readonly cache = new Map<string, ApiKeyRecord>()
-  /** Gateway cluster: keys another replica changed, shown before they are committed here (a revocation at once). */
-  private readonly pending = new PendingRows<string, ApiKeyRecord>()
+  /** The keys as lookups read them: in a gateway cluster, another replica's change before it is committed here (a revocation at once). */
+  private readonly shown: TableView<string, ApiKeyRecord>
   private cachedGeneration = -1
   private generationReadAt = -Infinity
   private shared?: SharedTables
 
   constructor(private readonly store: Store) {
     this.byHash = store.db<string, ApiKeyRecord>('apikeys')
+    this.shown = store.view<string, ApiKeyRecord>('apikeys')
     this.ids = store.db<string, string>('apikey-ids')
     this.meta = store.db<string, number>('apikey-meta')
   }
@@ -101,9 +101,9 @@ export class KeyStore {
       this.generationReadAt = -Infinity
     }
     await tables.attach([
-      { db: 'apikeys', pending: this.pending, changed },
+      { db: 'apikeys', changed },
       // Read only inside revoke()'s transaction (local-first, as every write).
-      { db: 'apikey-ids', pending: new PendingRows(), changed },
+      { db: 'apikey-ids', changed },
     ])
   }
 
@@ -179,7 +179,7 @@ export class KeyStore {
     }
     const cached = this.cache.get(key)
     if (cached) return cached
-    const r = this.pending.get(this.byHash, hashKey(key))
+    const r = this.shown.get(hashKey(key))
     if (!r || r.revoked) return undefined
     if (this.cache.size >= CACHE_LIMIT) this.cache.clear()
     this.cache.set(key, r)
@@ -187,7 +187,7 @@ export class KeyStore {
   }
 
   list(): ApiKeyRecord[] {
-    return [...this.pending.over(this.byHash.getRange({}))].map(({ value }) => value).sort((a, b) => a.created.localeCompare(b.created))
+    return [...this.shown.range()].map(({ value }) => value).sort((a, b) => a.created.localeCompare(b.created))
   }
 
   isEmpty(): boolean {

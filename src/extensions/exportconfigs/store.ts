@@ -1,6 +1,5 @@
 import type { Database } from 'lmdb'
-import type { SharedTables } from '../../ports/tables.js'
-import { PendingRows } from '../../store/pending-rows.js'
+import type { SharedTables, TableView } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import type { ConfigurationSource, ExportConfiguration } from '../../domain/webhooks/model.js'
 import { SecretBox, SecretUnreadable, rotate, statusOf, newSecret, type SealedSecret, type SigningState, type SigningStatus } from './secrets.js'
@@ -15,30 +14,32 @@ export class ExportConfigStore implements ConfigurationSource {
   private readonly signing: Database<SigningState, string>
   private readonly byTeam = new Map<string, ExportConfiguration[]>()
   private shared?: SharedTables
-  /** Gateway cluster: rows another replica changed, read before they are committed here. */
-  private readonly pendingConfigs = new PendingRows<string, ExportConfiguration>()
-  private readonly pendingSigning = new PendingRows<string, SigningState>()
+  /** Both tables as they are read: in a gateway cluster, another replica's change before it is committed here. */
+  private readonly shownConfigs: TableView<string, ExportConfiguration>
+  private readonly shownSigning: TableView<string, SigningState>
   /** Called after every change this process commits (the other workers then reload()). */
   onChange?: () => void
 
   constructor(private readonly store: Store, private readonly box: SecretBox) {
     this.configs = store.db('export_configurations')
     this.signing = store.db('export_configuration_signing')
+    this.shownConfigs = store.view('export_configurations')
+    this.shownSigning = store.view('export_configuration_signing')
     this.reload()
   }
 
   /** Rebuilds the index by team from LMDB: another process changed a configuration. */
   reload(): void {
     this.byTeam.clear()
-    for (const { value } of this.pendingConfigs.over(this.configs.getRange({}))) this.index(value)
+    for (const { value } of this.shownConfigs.range()) this.index(value)
   }
 
   /** Gateway cluster: configurations (and their sealed signing secrets) are shared with the other replicas. */
   async share(tables: SharedTables): Promise<void> {
     this.shared = tables
     await tables.attach([
-      { db: 'export_configurations', pending: this.pendingConfigs, changed: () => this.reload() },
-      { db: 'export_configuration_signing', pending: this.pendingSigning, changed: () => undefined },
+      { db: 'export_configurations', changed: () => this.reload() },
+      { db: 'export_configuration_signing', changed: () => undefined },
     ])
   }
 
@@ -53,12 +54,12 @@ export class ExportConfigStore implements ConfigurationSource {
   }
 
   get(id: string): ExportConfiguration | undefined {
-    return this.pendingConfigs.get(this.configs, id)
+    return this.shownConfigs.get(id)
   }
 
   /** The signing state this replica goes by (another replica's change first, in a gateway cluster). */
   private signingOf(id: string): SigningState | undefined {
-    return this.pendingSigning.get(this.signing, id)
+    return this.shownSigning.get(id)
   }
 
   /** A configuration of `team`, or undefined (another team's id is as unknown as a missing one). */

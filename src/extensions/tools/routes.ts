@@ -1,7 +1,7 @@
 import type { Host } from '../../core/component.js'
 import { notFound } from '../../core/errors.js'
 import { toResource } from '../../model/resource.js'
-import { withoutOwnIdentity } from '../../model/identity.js'
+import { withoutOwnIdentity } from '../../domain/ingest/identity.js'
 import { checkTeam, halPage, idParam, paging, timeParam } from '../../transport/http/query.js'
 import type { Reply, RequestContext, Route } from '../../transport/http/server.js'
 import type { UsageRecord } from '../../model/usage-record.js'

@@ -1,11 +1,12 @@
 import { createHash, hash } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, Host, ReceiverFactory, SignalConsumers } from '../../core/component.js'
-import type { Consumer, StoredResponse } from '../../core/consumer.js'
+import type { Consumer } from '../../core/consumer.js'
 import { invalid } from '../../core/errors.js'
 import { Ingest, type IdempotencyKey, type IngestItem } from '../../domain/ingest/index.js'
 import type { Reply, RequestContext } from '../../transport/http/server.js'
 import { LABELS, MEDIA_KINDS, MEDIA_PATH, type UsageKind } from '../../model/usage-record.js'
+import type { StoredResponse } from '../../ports/dedup.js'
 
 const HOUR = 3_600_000
 

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { SharedStateConfig } from '../../core/config/schema.js'
-import { sharedStateUnavailable } from '../../ports/dedup.js'
+import { ApiError } from '../../core/errors.js'
 
 export type RedisSettings = SharedStateConfig['redis']
 
@@ -23,6 +23,13 @@ export function connect(settings: RedisSettings, logger: Logger, name: string): 
   })
   redis.on('error', (err) => logger.debug({ err }, 'redis connection error'))
   return redis
+}
+
+/** The answer when correctness needs the shared state and it cannot be reached: nothing was stored. */
+function sharedStateUnavailable(): ApiError {
+  return new ApiError(503, 'api_error', 'shared_state_unavailable', 'the shared state of the gateway cluster (Redis) is unreachable; nothing was stored; retry later', {
+    headers: { 'retry-after': '1' },
+  })
 }
 
 /** Counts Redis failures and logs once per outage; `guard` maps a failure to the 503. */

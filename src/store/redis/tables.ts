@@ -17,13 +17,13 @@ const same = (current: unknown, json: string): boolean => (json === TOMBSTONE ? 
 /**
  * Tables of rows (API keys, tools, export configurations, alert rules) shared through Redis and
  * mirrored into each replica's LMDB, which is what the components read (and cache), through the
- * rows of another replica not yet committed there (src/store/pending-rows.ts).
+ * rows of another replica not yet committed there (Store.view, src/store/table-view.ts).
  *
  * - A write commits to the local LMDB, then its rows go to a Redis hash per table
  *   (`t:<db>`: JSON key → JSON value, `null` once removed) and, in the same MULTI, a message on
  *   the `changes` channel carries them. A row whose push failed is pushed again at the next resync.
  * - Every replica subscribes: a message's rows (or, from a resync, the rows it names, read from
- *   the hash) are shown at once: the table's pending rows, which its component reads through,
+ *   the hash) are shown at once: held pending in the table's view, which its component reads,
  *   and `changed()` drops its caches. The local LMDB commit follows, durable, and is what a
  *   restart reads. So a change is seen by the other replicas one pub/sub message after it was
  *   made, whatever their write queue and disk flush take under load.
@@ -179,8 +179,8 @@ export class RedisTables implements SharedTables {
   }
 
   /**
-   * Rows read from Redis into the local database. They are shown at once (the table's pending
-   * rows, which its component reads through, and its caches dropped); the LMDB commit is queued
+   * Rows read from Redis into the local database. They are shown at once (held pending in the
+   * table's view, which its component reads, and its caches dropped); the LMDB commit is queued
    * now, so commits keep the order the rows were shown in, and the returned promise resolves once
    * it is durable. A row leaves the pending ones once its commit is visible, unless a later one
    * was held meanwhile.
@@ -188,14 +188,15 @@ export class RedisTables implements SharedTables {
   private show(table: SharedTable, rows: [field: string, value: string | null][]): Promise<void> {
     if (rows.length === 0) return Promise.resolve()
     const local = this.store.db<any, any>(table.db)
+    const view = this.store.view<any, unknown>(table.db)
     const writes: { key: unknown; field: string; json: string; value: unknown; mark: object }[] = []
     for (const [field, json] of rows) {
       if (json === null) continue
       const key = JSON.parse(field)
       // As committed here, and nothing else pending: nothing to do (the resync's usual case).
-      if (!table.pending.has(field) && same(local.get(key), json)) continue
+      if (!view.has(field) && same(local.get(key), json)) continue
       const value = json === TOMBSTONE ? undefined : JSON.parse(json, revive)
-      writes.push({ key, field, json, value, mark: table.pending.hold(field, key, value) })
+      writes.push({ key, field, json, value, mark: view.hold(field, key, value) })
     }
     // Always: another worker of this daemon (same LMDB) may have written the rows already, and
     // this process's caches still need to go.
@@ -212,7 +213,7 @@ export class RedisTables implements SharedTables {
     // A commit that failed leaves its rows pending (still shown): the next resync finds LMDB
     // behind Redis and writes them again.
     commit.then(
-      () => writes.forEach((w) => table.pending.settle(w.field, w.mark)),
+      () => writes.forEach((w) => view.settle(w.field, w.mark)),
       () => undefined,
     )
     return this.store.durable(commit)

@@ -1,8 +1,8 @@
 import type { Redis } from 'ioredis'
-import { EMPTY_AGGREGATE, distinctToken, moveAggregate, moveDistinct, type Aggregate, type Applied, type Move, type ToolCharge } from '../../domain/pricing/aggregates.js'
+import { EMPTY_AGGREGATE, distinctToken, moveAggregate, moveDistinct, type Aggregate, type Move } from '../../domain/pricing/aggregates.js'
 import { dec } from '../../domain/pricing/money.js'
-import type { PricingElement } from '../../domain/pricing/tiers.js'
-import type { Counted, SharedTierQuantities } from '../../ports/tiers.js'
+import type { PricingElement } from '../../model/pricing-element.js'
+import type { Applied, Counted, SharedTierQuantities, ToolCharge } from '../../ports/tiers.js'
 import type { Outage } from './connection.js'
 
 /**

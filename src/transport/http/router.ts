@@ -1,9 +1,19 @@
 import type { RateLimitBucket } from '../admission/index.js'
-import type { Route } from './server.js'
+
+/**
+ * What the router reads of a route: where it is mounted and the bucket a miss beside it counts
+ * against. The rest (handler, scope, limits) is the server's (server.ts, Route).
+ */
+export interface Placed {
+  readonly method: string
+  /** Segments, with `:name` for parameters. */
+  readonly path: string
+  readonly bucket: RateLimitBucket | null
+}
 
 /** A route found for a request: the route and its path parameters. */
-export interface Match {
-  readonly route: Route
+export interface Match<R extends Placed> {
+  readonly route: R
   readonly params: Record<string, string>
 }
 
@@ -20,15 +30,15 @@ export interface Miss {
   readonly allow: string
 }
 
-interface Node {
-  statics: Map<string, Node>
-  param?: { name: string; node: Node }
-  handlers: Map<string, Route>
+interface Node<R extends Placed> {
+  statics: Map<string, Node<R>>
+  param?: { name: string; node: Node<R> }
+  handlers: Map<string, R>
   /** The 405 of this path, rebuilt when a method is added. */
   notAllowed?: Miss
 }
 
-const newNode = (): Node => ({ statics: new Map(), handlers: new Map() })
+const newNode = <R extends Placed>(): Node<R> => ({ statics: new Map(), handlers: new Map() })
 const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, string>
 
 /**
@@ -36,25 +46,25 @@ const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, st
  * path families (SPEC "Families of paths that exist"), which decide how a path that matches no
  * route is admitted.
  */
-export class Router {
-  private readonly root = newNode()
+export class Router<R extends Placed> {
+  private readonly root = newNode<R>()
   /** Routes without parameters by method, then path: the ingest routes, found without splitting the path or allocating. */
-  private readonly exact = new Map<string, Map<string, Match>>()
+  private readonly exact = new Map<string, Map<string, Match<R>>>()
   private readonly families: { prefix: string; under: string; miss: Miss }[] = []
   private readonly outside: Miss = Object.freeze({ route: undefined, status: 404, bucket: null, allow: '' })
 
-  add(route: Route): void {
+  add(route: R): void {
     let node = this.root
     const segs = split(route.path)
     for (const seg of segs) {
       if (seg.startsWith(':')) {
         const name = seg.slice(1)
-        if (!node.param) node.param = { name, node: newNode() }
+        if (!node.param) node.param = { name, node: newNode<R>() }
         else if (node.param.name !== name) throw new Error(`route ${route.path}: parameter :${name} clashes with :${node.param.name}`)
         node = node.param.node
       } else {
         let next = node.statics.get(seg)
-        if (!next) node.statics.set(seg, (next = newNode()))
+        if (!next) node.statics.set(seg, (next = newNode<R>()))
         node = next
       }
     }
@@ -81,7 +91,7 @@ export class Router {
   }
 
   /** The route for method+path, or how to answer a path without one. */
-  find(method: string, path: string): Match | Miss {
+  find(method: string, path: string): Match<R> | Miss {
     // A static segment always wins over a parameter, so an exact hit is what the walk would find.
     const exact = this.exact.get(method)?.get(path)
     if (exact) return exact
@@ -96,7 +106,7 @@ export class Router {
   }
 }
 
-function walk(node: Node, segs: string[], i: number, params: Record<string, string>): Node | undefined {
+function walk<R extends Placed>(node: Node<R>, segs: string[], i: number, params: Record<string, string>): Node<R> | undefined {
   if (i === segs.length) return node
   const s = node.statics.get(segs[i])
   if (s) {

@@ -84,7 +84,7 @@ const MAX_PATH_PARAM_BYTES = 512
  * once (src/transport/admission), then routed to its handler.
  */
 export class HttpServer {
-  private readonly router = new Router()
+  private readonly router = new Router<Route>()
   private server?: Server
   private inFlight = 0
 
@@ -165,7 +165,7 @@ export class HttpServer {
     }
   }
 
-  private admitAndRoute(ctx: Ctx, found: Match | Miss): Reply | Promise<Reply> {
+  private admitAndRoute(ctx: Ctx, found: Match<Route> | Miss): Reply | Promise<Reply> {
     // HTTP/1.1 requires Host (RFC 9112 §3.2); Node would answer its absence with an empty 400.
     if (ctx.req.headers.host === undefined && ctx.req.httpVersionMinor >= 1 && ctx.req.httpVersionMajor === 1)
       return errorReply(invalid('missing_host', 'an HTTP/1.1 request must carry a Host header', 'Host'))
@@ -180,14 +180,14 @@ export class HttpServer {
     return this.admitted(ctx, found)
   }
 
-  private admitted(ctx: Ctx, found: Match | Miss): Reply | Promise<Reply> {
+  private admitted(ctx: Ctx, found: Match<Route> | Miss): Reply | Promise<Reply> {
     const refused = this.opts.admission.admit(ctx)
     if (refused instanceof Promise) return refused.then((r) => (r ? errorReply(r) : this.routed(ctx, found)))
     return refused ? errorReply(refused) : this.routed(ctx, found)
   }
 
   /** The handler's answer (its promise as it is, not adopted), or the 404/405 of a path without a route. */
-  private routed(ctx: Ctx, found: Match | Miss): Reply | Promise<Reply> {
+  private routed(ctx: Ctx, found: Match<Route> | Miss): Reply | Promise<Reply> {
     if (found.route === undefined) {
       if (found.status === 405) {
         const err = new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}; allowed: ${found.allow}`, {
@@ -260,7 +260,7 @@ class Ctx implements RequestContext {
     readonly method: string,
     readonly path: string,
     private readonly search: string,
-    found: Match | Miss,
+    found: Match<Route> | Miss,
     private readonly opts: HttpServerOptions,
   ) {
     // A path without a route is admitted like the routes of its place (router.ts, Miss).

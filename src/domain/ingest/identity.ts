@@ -1,5 +1,5 @@
-import { ApiError } from '../core/errors.js'
-import type { Caller } from './usage-record.js'
+import { ApiError } from '../../core/errors.js'
+import type { Caller } from '../../model/usage-record.js'
 
 /**
  * Body fields that would say who is calling. The caller's identity comes from its API key only

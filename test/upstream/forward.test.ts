@@ -88,6 +88,10 @@ t.test('upstream down for a while: records wait in the queue and arrive once, th
   t.equal(generated.length, 1, 'the record without a transactionId got the sidecar record id as one')
   await new Promise((r) => setTimeout(r, 300))
   t.equal(total(await stored(up.url, upKey)), 2, 'nothing arrives twice')
+  const said = side.logs.map((l) => JSON.parse(l)).filter((l) => l.component === 'upstream')
+  t.ok(said.some((l) => l.msg === 'upstream send failed; retrying'), 'the failure is logged')
+  const back = said.find((l) => l.msg === 'upstream reachable again; sending the queue')
+  t.ok(back && back.failedSends > 0, 'and so is the recovery, with the failed sends counted')
 })
 
 t.test('a full queue answers 503 with Retry-After and drops nothing', async (t) => {

@@ -120,6 +120,8 @@ export class UpstreamExporter implements ConsumingComponent {
       if (out.kind === 'acked') {
         await queue.settle(group.map((e) => e.id))
         this.sent.inc({ exporter: this.settings.id }, group.length)
+        // The warnings said it was failing: say when it stopped, so an operator need not guess.
+        if (this.failures > 0) this.settings.logger.info({ failedSends: this.failures, queued: queue.depth }, 'upstream reachable again; sending the queue')
         this.failures = 0
         continue
       }

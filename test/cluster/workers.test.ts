@@ -5,78 +5,21 @@
  * independent processes instead, each would fail (double the rate limit, twins stored twice,
  * stale tool prices, analytics that see half the records, deliveries sent twice).
  */
-import { request } from 'node:http'
 import t from 'tap'
-import { Agent, request as undici } from 'undici'
 import { completion } from '../fixtures/wire-examples.js'
-import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, writeConfig, type ChildMeterd, workerPids } from '../helpers/meterd.js'
+import { removeDir, spawnMeterd, tempDir, workerPids, writeConfig } from '../helpers/meterd.js'
 import { event, sum, toolBody } from '../helpers/pricing.js'
 import { startReceiver } from '../helpers/webhook-receiver.js'
 import { Decimal } from '../../src/domain/pricing/money.js'
+import { send, sleep, twoWorkers, type Answer } from '../helpers/workers.js'
 
 const API = '/profitstream/v2/api'
 const C = '/meter/v2/ai/completions'
 const E = '/meter/v2/tool/events'
 
-interface Answer {
-  status: number
-  headers: Record<string, string | string[] | undefined>
-  body: any
-}
-
-/** One request on a new connection (no keep-alive pool), JSON in and out. */
-function send(base: string, path: string, opts: { method?: string; body?: unknown; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<Answer> {
-  const url = new URL(path, base)
-  const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body)
-  return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      {
-        agent: false,
-        method: opts.method ?? (payload ? 'POST' : 'GET'),
-        headers: { 'x-api-key': ADMIN_KEY, ...(payload ? { 'content-type': 'application/json' } : {}), ...opts.headers },
-      },
-      (res) => {
-        const chunks: Buffer[] = []
-        res.on('data', (c) => chunks.push(c))
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8')
-          let body: any
-          try {
-            body = text ? JSON.parse(text) : undefined
-          } catch {
-            body = text
-          }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body })
-        })
-      },
-    )
-    req.on('error', reject)
-    if (opts.timeoutMs) req.setTimeout(opts.timeoutMs, () => req.destroy(new Error('timed out')))
-    req.end(payload)
-  })
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-
-
-async function twoWorkers(t: Parameters<Parameters<typeof tap.test>[1]>[0], overrides: Record<string, unknown>): Promise<ChildMeterd> {
-  const dir = tempDir('meterd-workers-')
-  t.teardown(() => removeDir(dir))
-  const cfg = writeConfig(dir, overrides)
-  const d = await spawnMeterd(t, {
-    dataDir: `${dir}/data`,
-    configFiles: [new URL('../../config/meterd.yaml', import.meta.url).pathname, cfg],
-    env: { METERD_WORKERS: '2', METERD_LOG_LEVEL: 'info' }, // info: the supervisor's "every worker is ready"
-    readyTimeoutMs: 60_000, // two processes start one after the other
-  })
-  // Both workers listen once the supervisor says so (docs/deployment.md); until then the first may
-  // be the only one, and with it killed no worker would hold the listeners.
-  for (let i = 0; i < 1200 && !d.stdout.join('').includes('every worker is ready'); i++) await sleep(50)
-  t.equal(workerPids(d).length, 2, 'two worker processes')
-  return d
-}
-const tap = t
+// Six two-worker daemons, each started one process after the other: more than the default 120 s
+// when the machine is busy (a load average of 20 took 150 s).
+t.setTimeout(300_000)
 
 t.test('the rate limit is the machine\'s, not each worker\'s', async (t) => {
   const d = await twoWorkers(t, { extensions: { ratelimit: { backend: 'memory', limits: { metering: 20, analytics: 100, platform: 100 } } } })
@@ -372,72 +315,4 @@ t.test('a worker killed and replaced: every worker, the new one included, counts
     if (seen.every((c) => c === 70)) break
   }
   t.same(new Set(seen), new Set([70]), 'and each counts the 40 stored since, whichever worker stored them')
-})
-
-t.test('a worker killed under load: the others count every record it stored, announced or not', async (t) => {
-  // Under load a worker is nearly always between a commit and the message with that commit's rows
-  // (the message follows the flush), so a kill there leaves records stored that no other worker
-  // heard of; the client's retry is then answered from the dedup table and adds nothing. The
-  // survivor reads those records back from the store when the worker's sockets close
-  // (AnalyticsExporter.reconcile). Three kills: without that, about one kill in six on a 2-core
-  // machine left records uncounted (test/analytics/reconcile.test.ts checks the read-back itself
-  // every time).
-  const d = await twoWorkers(t, { extensions: { ratelimit: { backend: 'memory', limits: { metering: 1_000_000, analytics: 100000, platform: 100000 } } } })
-  const org = 'KilledUnderLoad'
-  const summary = `${API}/analytics/summary?organizationName=${org}&from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z`
-  // Kept-alive connections, as the SDKs use: each worker holds about half of them, busy to the kill.
-  const pool = new Agent({ connections: 48 })
-  t.teardown(() => pool.close())
-  let next = 0
-  const post = async (n: number): Promise<boolean> => {
-    try {
-      const r = await undici(d.url + C, {
-        method: 'POST',
-        dispatcher: pool,
-        headers: { 'content-type': 'application/json', 'x-api-key': ADMIN_KEY },
-        body: JSON.stringify(completion({ transactionId: `kul-${n}`, organizationName: org })),
-        headersTimeout: 10_000,
-        bodyTimeout: 10_000,
-      })
-      await r.body.text()
-      return r.statusCode === 201
-    } catch {
-      return false // a request on a connection the killed worker held
-    }
-  }
-  for (let round = 0; round < 3; round++) {
-    const failed: number[] = []
-    let loading = true
-    const load = Array.from({ length: 48 }, async () => {
-      while (loading) {
-        const n = next++
-        if (!(await post(n))) failed.push(n)
-      }
-    })
-    await sleep(700 + 300 * round)
-    const [victim] = workerPids(d)
-    process.kill(victim, 'SIGKILL')
-    await sleep(200)
-    loading = false
-    await Promise.all(load)
-    const replaced = () => workerPids(d).length === 2 && !workerPids(d).includes(victim)
-    for (let i = 0; i < 600 && !replaced(); i++) await sleep(50)
-    t.ok(replaced(), `round ${round + 1}: a new worker replaces the one killed`)
-    // Every request that failed is sent again until stored: a record the dead worker stored is answered from the dedup table.
-    for (let i = 0; i < 100 && failed.length > 0; i++) {
-      const again = failed.splice(0)
-      for (const n of again) if (!(await post(n))) failed.push(n)
-      if (failed.length > 0) await sleep(100)
-    }
-    t.equal(failed.length, 0, `round ${round + 1}: every record is stored in the end`)
-  }
-  // Each worker (8 queries on connections of their own reach both) counts every record once.
-  let seen: unknown[] = []
-  for (let i = 0; i < 100; i++) {
-    const answers = await Promise.all(Array.from({ length: 8 }, () => send(d.url, summary)))
-    seen = answers.map((a) => (a.status === 200 ? a.body.period.completions : a.status))
-    if (seen.every((c) => c === next)) break
-    await sleep(100)
-  }
-  t.same(new Set(seen), new Set([next]), `both workers count the ${next} records stored`)
 })

@@ -29,6 +29,7 @@ export class WorkerBus implements ClusterBus {
   private tick = 0
   /** Ticks since the supervisor last answered anything (a reply resets it). */
   private silent = 0
+  /** When the supervisor last answered (ms since the epoch): read on a reply, not on a tick, which can be late. */
   private heardAt = Date.now()
   private pinging = false
   private readonly ticker: NodeJS.Timeout
@@ -125,7 +126,7 @@ export class WorkerBus implements ClusterBus {
   }
 
   /**
-   * Since when (ms since the epoch, to the second) the supervisor has answered nothing, not even
+   * Since when (ms since the epoch: its last answer) the supervisor has answered nothing, not even
    * this worker's ping every second, once that has lasted `supervisorTimeoutSeconds`; undefined
    * while it answers. /healthz fails on it, so that a stuck supervisor gets the daemon restarted.
    */
@@ -136,7 +137,6 @@ export class WorkerBus implements ClusterBus {
   /** Every second: gives up on requests past the bound, and pings the supervisor if the last ping was answered. */
   private onTick(): void {
     this.tick++
-    if (this.silent === 0) this.heardAt = Date.now()
     this.silent++
     const expired: number[] = []
     for (const [id, p] of this.pending) if (p.tick !== undefined && this.tick - p.tick > this.supervisorTimeoutSeconds) expired.push(id)
@@ -181,6 +181,7 @@ export class WorkerBus implements ClusterBus {
     } else if (m.meterd === 'reply') {
       // Any answer, even one given up on, shows the supervisor is answering.
       this.silent = 0
+      this.heardAt = Date.now()
       const p = this.pending.get(m.id)
       if (!p) return
       this.pending.delete(m.id)

@@ -1,4 +1,4 @@
-import type { Factory } from './core/component.js'
+import type { Factory } from './host/component.js'
 import { forwardFactory } from './connectors/forward/index.js'
 import { genaiFactory } from './connectors/genai/index.js'
 import { routingFactory } from './connectors/routing/index.js'

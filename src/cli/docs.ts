@@ -2,7 +2,7 @@ import type { TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { stringify } from 'yaml'
 import { FACTORIES } from '../components.js'
-import { KINDS, SECTION, type Factory, type Kind } from '../core/component.js'
+import { KINDS, SECTION, type Factory, type Kind } from '../host/component.js'
 import { ServerSchema, ServiceSchema, StorageSchema } from '../core/config/schema.js'
 
 /**

@@ -18,9 +18,9 @@ import { writeFileSync } from 'node:fs'
 import { PACKAGE_ROOT, fmt, header, line, median, ratioLine, spawnScript, stealMeter } from './lib.js'
 
 const dist = (p) => join(PACKAGE_ROOT, 'dist', 'src', p)
-const { Service } = await import(dist('core/service.js'))
-const { resolveConfig } = await import(dist('core/config/resolve.js'))
-const { factoryMap } = await import(dist('core/graph.js'))
+const { Service } = await import(dist('host/service.js'))
+const { resolveConfig } = await import(dist('host/resolve.js'))
+const { factoryMap } = await import(dist('host/graph.js'))
 const { FACTORIES } = await import(dist('components.js'))
 const { DEFAULT_CONFIG_PATH } = await import(dist('core/config/load.js'))
 const { createTelemetry } = await import(dist('core/telemetry.js'))

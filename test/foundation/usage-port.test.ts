@@ -7,7 +7,7 @@
 import pino from 'pino'
 import { Registry } from 'prom-client'
 import t, { type Test } from 'tap'
-import type { Host } from '../../src/core/component.js'
+import type { Host } from '../../src/host/component.js'
 import { LOCAL } from '../../src/core/cluster/bus.js'
 import { componentMetrics } from '../../src/core/telemetry.js'
 import { totals } from '../../src/domain/analytics/index.js'

@@ -4,7 +4,7 @@
  */
 import { Registry } from 'prom-client'
 import { pino } from 'pino'
-import type { Host } from '../../src/core/component.js'
+import type { Host } from '../../src/host/component.js'
 import type { Batch, BatchContext } from '../../src/core/consumer.js'
 import { componentMetrics } from '../../src/core/telemetry.js'
 import { genaiFactory } from '../../src/connectors/genai/index.js'

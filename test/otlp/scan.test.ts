@@ -10,7 +10,7 @@
 import protobuf from 'protobufjs'
 import t from 'tap'
 import { ApiError } from '../../src/core/errors.js'
-import { fanout } from '../../src/core/fanout.js'
+import { fanout } from '../../src/host/fanout.js'
 import { SPAN_USAGE_PREFIXES } from '../../src/connectors/genai/spans.js'
 import type { DecodedTraces } from '../../src/transport/otlp/batch.js'
 import { decodeTracesProto } from '../../src/transport/otlp/decode-proto.js'

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import fc from 'fast-check'
 import t from 'tap'
-import type { CreateSettings } from '../../src/core/component.js'
+import type { CreateSettings } from '../../src/host/component.js'
 import type { Batch } from '../../src/core/consumer.js'
 import { AttributesProcessor, firstCodePoints } from '../../src/processors/attributes/index.js'
 import { EMPTY_ATTRIBUTION, type UsageRecord } from '../../src/model/usage-record.js'

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import type { ConnectorFactory, ConsumingComponent, SignalConsumers } from '../../core/component.js'
+import type { ConnectorFactory, ConsumingComponent, SignalConsumers } from '../../host/component.js'
 import { SIGNALS, type Batch } from '../../core/consumer.js'
 
 const schema = Type.Object({}, { additionalProperties: false })

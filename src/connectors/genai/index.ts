@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { ConnectorFactory, ConsumingComponent, CreateSettings, Host, SignalConsumers } from '../../core/component.js'
+import type { ConnectorFactory, ConsumingComponent, CreateSettings, Host, SignalConsumers } from '../../host/component.js'
 import type { Batch, Consumer, ItemRejection } from '../../core/consumer.js'
 import { PermanentError } from '../../core/errors.js'
 import { Ingest, type IngestItem } from '../../domain/ingest/index.js'

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { CheckContext, ConnectorFactory, ConsumingComponent, CreateSettings, SignalConsumers } from '../../core/component.js'
-import { pipelineSignal } from '../../core/component.js'
+import type { CheckContext, ConnectorFactory, ConsumingComponent, CreateSettings, SignalConsumers } from '../../host/component.js'
+import { pipelineSignal } from '../../host/component.js'
 import type { ConfigIssue } from '../../core/config/schema.js'
 import type { Batch, Consumer, Signal } from '../../core/consumer.js'
 import { partOf } from '../../core/part.js'

@@ -1,4 +1,4 @@
-import type { Host } from '../../core/component.js'
+import type { Host } from '../../host/component.js'
 import {
   agentsCost,
   providerStats,

@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { ClickHouseAnalytics } from '../../adapters/clickhouse/analytics.js'
 import { findClickHouse } from '../../adapters/clickhouse/registry.js'
-import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
+import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../host/component.js'
 import type { Batch } from '../../core/consumer.js'
 import { ApiError } from '../../core/errors.js'
 import { idTimePrefix } from '../../core/ids.js'

@@ -1,4 +1,4 @@
-import type { Host } from '../../core/component.js'
+import type { Host } from '../../host/component.js'
 import { ApiError, invalid, notFound } from '../../core/errors.js'
 import {
   bucketsOf,

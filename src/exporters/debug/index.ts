@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { ConsumingComponent, CreateSettings, ExporterFactory } from '../../core/component.js'
+import type { ConsumingComponent, CreateSettings, ExporterFactory } from '../../host/component.js'
 import type { Batch } from '../../core/consumer.js'
 
 const schema = Type.Object(

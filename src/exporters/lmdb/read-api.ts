@@ -1,4 +1,4 @@
-import type { Host } from '../../core/component.js'
+import type { Host } from '../../host/component.js'
 import { toResource } from '../../model/resource.js'
 import { MEDIA_KINDS, MEDIA_PATH, type UsageKind } from '../../model/usage-record.js'
 import { checkTeam, halPage, idParam, paging, timeParam } from '../../transport/http/query.js'

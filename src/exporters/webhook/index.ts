@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../core/component.js'
+import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../host/component.js'
 import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError } from '../../core/errors.js'
 import type { UsageRecord } from '../../model/usage-record.js'

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import type { Component, CreateSettings, ExtensionFactory, Host } from '../../host/component.js'
 import { sharedCounter } from '../../core/telemetry.js'
 import { shareChanges } from '../../core/cluster/bus.js'
 import { AlertEvaluator } from '../../domain/alerts/evaluator.js'

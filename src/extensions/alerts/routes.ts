@@ -1,4 +1,4 @@
-import type { Host } from '../../core/component.js'
+import type { Host } from '../../host/component.js'
 import { ApiError, invalid, notFound } from '../../core/errors.js'
 import type { AlertEvaluator } from '../../domain/alerts/evaluator.js'
 import { INITIAL_STATE, type AlertRule, type AlertState } from '../../domain/alerts/model.js'

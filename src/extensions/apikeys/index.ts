@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import type { Component, CreateSettings, ExtensionFactory, Host } from '../../host/component.js'
 import { ApiError } from '../../core/errors.js'
 import { startupWriteFailure } from '../../core/startup-error.js'
 import { presentedKey, type AdmissionRequest, type Authenticator, type Principal } from '../../transport/admission/index.js'

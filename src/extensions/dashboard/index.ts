@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import type { Component, CreateSettings, ExtensionFactory, Host } from '../../host/component.js'
 import type { Reply, RequestContext } from '../../transport/http/server.js'
 import { loadAssets, type Asset } from './assets.js'
 

@@ -1,5 +1,5 @@
 import { checkTeam, paging } from '../../transport/http/query.js'
-import type { Host } from '../../core/component.js'
+import type { Host } from '../../host/component.js'
 import { invalid, notFound } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
 import type { RequestContext, Reply } from '../../transport/http/server.js'

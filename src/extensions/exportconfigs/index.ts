@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import type { Component, CreateSettings, ExtensionFactory, Host } from '../../host/component.js'
 import { DestinationGuard } from '../../domain/webhooks/destination.js'
 import { DeliveryEngine } from '../../domain/webhooks/engine.js'
 import { mountExportConfigurationRoutes } from './api.js'

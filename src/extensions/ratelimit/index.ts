@@ -1,4 +1,4 @@
-import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import type { Component, CreateSettings, ExtensionFactory, Host } from '../../host/component.js'
 import { ApiError } from '../../core/errors.js'
 import { sharedCounter, tally } from '../../core/telemetry.js'
 import type { AdmissionHook, AdmissionRequest, RateLimitBucket } from '../../transport/admission/index.js'

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { Component, CreateSettings, ExtensionFactory, Host } from '../../core/component.js'
+import type { Component, CreateSettings, ExtensionFactory, Host } from '../../host/component.js'
 import { shareChanges } from '../../core/cluster/bus.js'
 import { ApiError } from '../../core/errors.js'
 import { ToolRegistry, type DeclaredTool } from '../../domain/tools/registry.js'

@@ -1,4 +1,4 @@
-import type { Host } from '../../core/component.js'
+import type { Host } from '../../host/component.js'
 import { notFound } from '../../core/errors.js'
 import { toResource } from '../../model/resource.js'
 import { withoutOwnIdentity } from '../../domain/ingest/identity.js'

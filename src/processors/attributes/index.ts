@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
-import type { CheckContext, CreateSettings, ProcessorFactory } from '../../core/component.js'
+import type { CheckContext, CreateSettings, ProcessorFactory } from '../../host/component.js'
 import type { ConfigIssue } from '../../core/config/schema.js'
 import type { Batch, Consumer, Signal } from '../../core/consumer.js'
 import { FIELD_CATALOGS, type Field, type FieldCatalog } from '../../domain/conditions/index.js'

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { CreateSettings, ProcessorFactory } from '../../core/component.js'
+import type { CreateSettings, ProcessorFactory } from '../../host/component.js'
 import type { Batch, Consumer } from '../../core/consumer.js'
 import { tally } from '../../core/telemetry.js'
 import type { Attribution, UsageRecord } from '../../model/usage-record.js'

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { CheckContext, CreateSettings, ProcessorFactory } from '../../core/component.js'
+import type { CheckContext, CreateSettings, ProcessorFactory } from '../../host/component.js'
 import type { ConfigIssue } from '../../core/config/schema.js'
 import type { Batch, Consumer, Signal } from '../../core/consumer.js'
 import { partOf } from '../../core/part.js'

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { isAbsolute, join, resolve } from 'node:path'
 import { Type, type Static } from '@sinclair/typebox'
-import type { CreateSettings, Host, ProcessorFactory } from '../../core/component.js'
+import type { CreateSettings, Host, ProcessorFactory } from '../../host/component.js'
 import { unitOf, type Batch, type Consumer } from '../../core/consumer.js'
 import { PACKAGE_ROOT } from '../../core/paths.js'
 import { sharedCounter, tally, type Tally } from '../../core/telemetry.js'

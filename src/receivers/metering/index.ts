@@ -1,6 +1,6 @@
 import { createHash, hash } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
-import type { Component, CreateSettings, Host, ReceiverFactory, SignalConsumers } from '../../core/component.js'
+import type { Component, CreateSettings, Host, ReceiverFactory, SignalConsumers } from '../../host/component.js'
 import type { Consumer } from '../../core/consumer.js'
 import { invalid } from '../../core/errors.js'
 import { Ingest, type IdempotencyKey, type IngestItem } from '../../domain/ingest/index.js'

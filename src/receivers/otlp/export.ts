@@ -1,4 +1,4 @@
-import type { SignalConsumers } from '../../core/component.js'
+import type { SignalConsumers } from '../../host/component.js'
 import type { ComponentMetrics } from '../../core/telemetry.js'
 import type { Batch } from '../../core/consumer.js'
 import { PermanentError, invalid } from '../../core/errors.js'

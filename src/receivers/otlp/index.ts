@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import type { Component, CreateSettings, Host, ReceiverFactory, SignalConsumers } from '../../core/component.js'
+import type { Component, CreateSettings, Host, ReceiverFactory, SignalConsumers } from '../../host/component.js'
 import { listenFailure } from '../../core/startup-error.js'
 import { HttpServer } from '../../transport/http/server.js'
 import type { OtlpGrpcServer } from '../../transport/grpc/server.js'

@@ -1,12 +1,12 @@
 import type { Component, ConsumingComponent, CreateSettings, Factory, Kind, SignalConsumers } from './component.js'
 import { SECTION, componentType, pipelineSignal } from './component.js'
-import type { Batch, Consumer, Signal, SpanInterest } from './consumer.js'
-import { SIGNALS } from './consumer.js'
-import { checkAgainst, type ConfigIssue, type MeterdConfig } from './config/schema.js'
+import type { Batch, Consumer, Signal, SpanInterest } from '../core/consumer.js'
+import { SIGNALS } from '../core/consumer.js'
+import { checkAgainst, type ConfigIssue, type MeterdConfig } from '../core/config/schema.js'
 import { fanout, type Branch } from './fanout.js'
 import { existsSync, statSync } from 'node:fs'
-import { DEFAULT_CONFIG_PATH } from './config/load.js'
-import { parseEndpoint, sameListener } from './endpoint.js'
+import { DEFAULT_CONFIG_PATH } from '../core/config/load.js'
+import { parseEndpoint, sameListener } from '../core/endpoint.js'
 
 export type Factories = ReadonlyMap<string, Factory>
 

@@ -1,5 +1,5 @@
-import type { Batch, Consumer, SpanInterest } from './consumer.js'
-import { FanoutError, type BranchOutcome } from './errors.js'
+import type { Batch, Consumer, SpanInterest } from '../core/consumer.js'
+import { FanoutError, type BranchOutcome } from '../core/errors.js'
 
 export interface Branch {
   id: string

@@ -1,7 +1,7 @@
-import type { Factories, Plan } from '../graph.js'
-import { plan } from '../graph.js'
-import { ConfigError, loadConfigFiles } from './load.js'
-import { ConfigSchema, checkAgainst, type ConfigIssue, type MeterdConfig } from './schema.js'
+import type { Factories, Plan } from './graph.js'
+import { plan } from './graph.js'
+import { ConfigError, loadConfigFiles } from '../core/config/load.js'
+import { ConfigSchema, checkAgainst, type ConfigIssue, type MeterdConfig } from '../core/config/schema.js'
 
 export interface Resolved {
   config: MeterdConfig

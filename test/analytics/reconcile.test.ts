@@ -41,6 +41,7 @@ function record(id: string, cost: string): UsageRecord {
 function bus() {
   const topics = new Map<string, (data: unknown) => void>()
   const gone: ((peer: number) => void)[] = []
+  const back: ((peer: number) => void)[] = []
   const b: ClusterBus = {
     workers: 2,
     index: 0,
@@ -51,6 +52,7 @@ function bus() {
     answer: () => undefined,
     unresponsiveSince: () => undefined,
     onPeerGone: (fn) => (gone.push(fn), () => undefined),
+    onPeerRejoined: (fn) => (back.push(fn), () => undefined),
   }
   return {
     bus: b,
@@ -65,6 +67,8 @@ function bus() {
       topics.get('analytics.rows')!(rows.take())
     },
     end: (peer: number) => gone.forEach((fn) => fn(peer)),
+    /** The bus's word that `peer`, cut off for a while, sends and is sent to again. */
+    rejoined: (peer: number) => back.forEach((fn) => fn(peer)),
   }
 }
 
@@ -112,4 +116,60 @@ t.test('a dead worker\'s stored records are counted once; a live worker\'s late 
   const all = counted()
   t.equal(all.records, 65, 'worker 2\'s announcement, arriving after the read-back, adds nothing')
   t.equal(all.cost, (30n * 1n + 20n * 2n + 10n * 4n + 5n * 8n) * 1_000_000n, 'each record\'s cost once')
+})
+
+t.test('a worker cut off from another and joined again reads the store again: every record once, however it arrives', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'meterd-reconcile-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const store = new Store({ path: dir })
+  t.teardown(() => store.close())
+  const b = bus()
+  const exporter = new AnalyticsExporter(
+    { id: 'analytics', logger: pino({ level: 'silent' }), metrics: componentMetrics(new Registry(), 'exporter', 'analytics'), registry: new Registry() },
+    { query_api: false, max_buckets: 2000, backend: 'embedded', clickhouse_exporter: 'clickhouse', reprice_poll_ms: 1000 },
+  )
+  await exporter.start({ store, usage: store.usage, cluster: b.bus, now: () => Date.now() } as unknown as Host)
+  t.teardown(() => exporter.shutdown())
+  await exporter.whenReady()
+  const counted = () => totals(exporter.index.team('team-a'), { from: -Infinity, to: Infinity, filters: [] })
+  const make = (n: number, cost: string) => Array.from({ length: n }, () => record(newId(), cost))
+  const own = async (records: UsageRecord[]) => {
+    const unit = store.unit()
+    unit.add(() => store.usage.writeInTransaction(records, { dedupWindowMs: 0, now: Date.now() }))
+    await exporter.consumers.usage.consume({ items: records, ctx: { unit } } as never)
+  }
+
+  // Worker 1 announces 30 records; then it is cut off, and the rows of 20 more never arrive.
+  const announced = make(30, '0.000001')
+  await store_(store, announced)
+  b.announce(announced)
+  await store_(store, make(20, '0.000002'))
+  await own(make(5, '0.000004'))
+  // 3 of this worker's own are committed, but the commit's answer is still on its way here.
+  const straddling = make(3, '0.000008')
+  await store_(store, straddling)
+  let answer!: () => void
+  const answered = new Promise<void>((r) => (answer = r))
+  const consumed = exporter.consumers.usage.consume({ items: straddling, ctx: { unit: { commit: () => answered } } } as never)
+  // Worker 2's 6, stored, their announcement on its way.
+  const late = make(6, '0.000016')
+  await store_(store, late)
+  t.equal(counted().records, 35, 'before: what was announced and committed here')
+
+  b.rejoined(1)
+  t.notOk(exporter.ready, 'the queries wait while the store is read again')
+  answer()
+  await consumed
+  b.announce(late)
+  // After the read began: worker 1's new records, announced, and this worker's own.
+  const after = make(10, '0.000032')
+  await store_(store, after)
+  b.announce(after)
+  await own(make(4, '0.000064'))
+  await exporter.whenReady()
+  await new Promise((r) => setTimeout(r, 50))
+  const all = counted()
+  t.equal(all.records, 30 + 20 + 5 + 3 + 6 + 10 + 4, 'the 20 whose rows were lost are counted, and nothing twice')
+  t.equal(all.cost, (30n * 1n + 20n * 2n + 5n * 4n + 3n * 8n + 6n * 16n + 10n * 32n + 4n * 64n) * 1_000_000n, 'each record\'s cost once')
+  t.ok(exporter.ready)
 })

@@ -90,6 +90,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
         host.cluster.onPeerGone((peer) => {
           this.reconciling = this.reconciling.then(() => this.reconcile(peer))
         })
+        host.cluster.onPeerRejoined((peer) => this.reread(peer))
       }
       this.watch = new RepriceWatch(host.usage, this.index, logger)
       this.rebuild.done.then(
@@ -156,8 +157,8 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   private async consume(batch: Batch<UsageRecord>): Promise<void> {
     // With ClickHouse the clickhouse exporter delivers the records; nothing is kept here.
     if (this.config.backend === 'clickhouse') return
-    const rebuild = this.rebuild!
-    if (rebuild.active) for (const r of batch.items) rebuild.expect(r.id)
+    const before = this.rebuild!
+    if (before.active) for (const r of batch.items) before.expect(r.id)
     // The write unit is created by whichever component writes first; once every branch of the
     // fan-out has been handed the batch (after this first await), it exists if anyone writes.
     await undefined
@@ -167,10 +168,12 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
         await unit.commit()
       } catch {
         // Nothing was stored; the store's own branch reports the failure.
-        for (const r of batch.items) rebuild.forget(r.id)
+        for (const r of batch.items) this.rebuild!.forget(r.id)
         return
       }
     }
+    // The index may have been read again meanwhile (reread): that read decides.
+    const rebuild = this.rebuild!
     const duplicates = batch.ctx.duplicates
     const peers = this.host!.cluster.workers > 1
     const row = this.row
@@ -235,6 +238,24 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   }
 
   /**
+   * A worker this one was cut off from (one of the two dropped the other for not reading) sends
+   * and is sent to again: the rows either announced in between never arrived, and which they were
+   * cannot be told (a record's id says when it arrived, not when its commit or its rows went out).
+   * So the index is read from the store again, as at a start: from a snapshot taken now, when
+   * both send to each other again, so that every record is counted once, by the scan (in the
+   * snapshot) or as it arrives (committed after it). The queries answer 503 meanwhile. Rare: a
+   * worker is dropped only once 64 MiB of rows wait for it unread.
+   */
+  private reread(peer: number): void {
+    if (this.stopped) return
+    this.settings.logger.warn({ peer }, 'analytics: cut off from another worker for a while; reading the stored records again')
+    this.rebuild!.stop()
+    this.index.clear()
+    const rebuild = (this.rebuild = new Rebuild(this.host!.usage, this.index, this.settings.logger, true))
+    rebuild.done.catch((err) => this.settings.logger.error({ err }, 'analytics: reading the stored records again failed; the analytics endpoints stay unavailable'))
+  }
+
+  /**
    * Another worker died: the records of its last commits may be stored without their rows having
    * been sent (a kill between a commit and the message that follows it). Every record stored in
    * the last RECONCILE_WINDOW_MS, by the time in its id, that this worker has not taken in is
@@ -243,7 +264,6 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
    * worker's own start-up read is left to that read.
    */
   private async reconcile(peer: number): Promise<void> {
-    const rebuild = this.rebuild!
     const recent = this.recent!
     const row = this.row
     let after: string | undefined = idTimePrefix(Date.now() - RECONCILE_WINDOW_MS)
@@ -254,7 +274,8 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
         let last: string | undefined
         for (const r of this.host!.usage.scan(after, RECONCILE_CHUNK)) {
           last = r.id
-          if (!rebuild.fromPeer(r.id) || !recent.claim(r.id)) continue
+          // (this.rebuild: the index may be read again meanwhile, from a snapshot of its own.)
+          if (!this.rebuild!.fromPeer(r.id) || !recent.claim(r.id)) continue
           if (!readRow(r, row)) continue
           this.index.addRow(r.caller.team, r.id, isUnpriced(r), row)
           added++

@@ -103,6 +103,7 @@ t.test('a worker that replaces a dead one is reached from the moment its open() 
   b.mesh.send('kick', null)
   await until(() => a.heard.length === 1)
   t.equal(a.heard[0].topic, 'kick', 'and it reaches the others on the same connection')
+  t.same([a.rejoined, b.rejoined], [[], []], 'a replacement is no rejoin')
 })
 
 t.test('a worker\'s end is told to each other worker once, after every message it sent', async (t) => {
@@ -140,6 +141,15 @@ t.test('two workers starting together find each other; a socket of a dead worker
   t.same([a.heard[0].data, b.heard[0].data], [2, 1])
   await new Promise((r) => setTimeout(r, 50))
   t.same([a.heard.length, b.heard.length], [1, 1], 'once each, even if both connected to the other')
+  // Worker 1 is killed: worker 2 (the higher index) tries to join it again, which its dead socket refuses.
+  ;(a.mesh as unknown as { closed: boolean }).closed = true
+  ;(a.mesh as unknown as { sockets: Set<import('node:net').Socket> }).sockets.forEach((s) => s.destroy())
+  ;(a.mesh as unknown as { server: import('node:net').Server }).server.close()
+  await until(() => b.gone.length === 1)
+  await new Promise((r) => setTimeout(r, 100))
+  t.same(b.gone.map((g) => g.peer), [1], 'its end is told once')
+  t.same(b.rejoined, [], 'a death is no rejoin')
+  t.equal(b.mesh.peers, 0)
 })
 
 /** Worker `slow` reads nothing more (hung) while `fast` sends to it until it is dropped. */

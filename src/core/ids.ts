@@ -61,6 +61,13 @@ export function idTimePrefix(ms: number): string {
   return timeChars(Math.max(0, Math.floor(ms)))
 }
 
+/** The milliseconds an id (or a prefix of idTimePrefix) was made at: the inverse of idTimePrefix. */
+export function idTimeMs(id: string): number {
+  let ms = 0
+  for (let i = 0; i < 10; i++) ms = ms * 32 + ALPHABET.indexOf(id[i])
+  return ms
+}
+
 /** A time-sortable, unique record id (26 characters). */
 export function newId(now = Date.now()): string {
   if (now > lastMs) {

@@ -7,23 +7,25 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { PeerMesh } from '../../src/core/cluster/peers.js'
 
 type Heard = { topic: string; data: unknown }[]
 
-function worker(dir: string, index: number): { mesh: PeerMesh; heard: Heard; warnings: string[]; gone: { peer: number; heardBefore: number }[] } {
+function worker(dir: string, index: number): { mesh: PeerMesh; heard: Heard; warnings: string[]; gone: { peer: number; heardBefore: number }[]; rejoined: number[] } {
   const heard: Heard = []
   const warnings: string[] = []
   const gone: { peer: number; heardBefore: number }[] = []
+  const rejoined: number[] = []
   const mesh = new PeerMesh(
     dir,
     index,
     (topic, data) => heard.push({ topic, data }),
     (m) => warnings.push(m),
     (peer) => gone.push({ peer, heardBefore: heard.length }),
+    (peer) => rejoined.push(peer),
   )
-  return { mesh, heard, warnings, gone }
+  return { mesh, heard, warnings, gone, rejoined }
 }
 
 /** Workers of these indexes in a fresh directory, closed and removed when `t` ends. */
@@ -84,6 +86,8 @@ t.test('a worker that replaces a dead one is reached from the moment its open() 
   await a.mesh.open()
   await b.mesh.open()
   // Worker 1 dies without a word (kill -9): its connections close, its socket file stays behind.
+  // (Marked closed: a killed process does not join anyone again.)
+  ;(b.mesh as unknown as { closed: boolean }).closed = true
   ;(b.mesh as unknown as { sockets: Set<import('node:net').Socket> }).sockets.forEach((s) => s.destroy())
   ;(b.mesh as unknown as { server: import('node:net').Server }).server.close()
   await until(() => a.mesh.peers === 0)
@@ -99,6 +103,7 @@ t.test('a worker that replaces a dead one is reached from the moment its open() 
   b.mesh.send('kick', null)
   await until(() => a.heard.length === 1)
   t.equal(a.heard[0].topic, 'kick', 'and it reaches the others on the same connection')
+  t.same([a.rejoined, b.rejoined], [[], []], 'a replacement is no rejoin')
 })
 
 t.test('a worker\'s end is told to each other worker once, after every message it sent', async (t) => {
@@ -109,6 +114,7 @@ t.test('a worker\'s end is told to each other worker once, after every message i
   w[1].mesh.send('rows', 'first')
   w[1].mesh.send('rows', big)
   // Killed (kill -9): its connections close with the last frames still on their way.
+  ;(w[1].mesh as unknown as { closed: boolean }).closed = true
   ;(w[1].mesh as unknown as { sockets: Set<import('node:net').Socket> }).sockets.forEach((s) => s.end())
   ;(w[1].mesh as unknown as { server: import('node:net').Server }).server.close()
   await until(() => w[0].gone.length === 1 && w[2].gone.length === 1)
@@ -135,19 +141,64 @@ t.test('two workers starting together find each other; a socket of a dead worker
   t.same([a.heard[0].data, b.heard[0].data], [2, 1])
   await new Promise((r) => setTimeout(r, 50))
   t.same([a.heard.length, b.heard.length], [1, 1], 'once each, even if both connected to the other')
+  // Worker 1 is killed: worker 2 (the higher index) tries to join it again, which its dead socket refuses.
+  ;(a.mesh as unknown as { closed: boolean }).closed = true
+  ;(a.mesh as unknown as { sockets: Set<import('node:net').Socket> }).sockets.forEach((s) => s.destroy())
+  ;(a.mesh as unknown as { server: import('node:net').Server }).server.close()
+  await until(() => b.gone.length === 1)
+  await new Promise((r) => setTimeout(r, 100))
+  t.same(b.gone.map((g) => g.peer), [1], 'its end is told once')
+  t.same(b.rejoined, [], 'a death is no rejoin')
+  t.equal(b.mesh.peers, 0)
 })
 
-t.test('a worker that stops reading is dropped, not buffered for without bound', async (t) => {
+/** Worker `slow` reads nothing more (hung) while `fast` sends to it until it is dropped. */
+async function hangUntilDropped(fast: ReturnType<typeof worker>, slow: ReturnType<typeof worker>): Promise<import('node:net').Socket[]> {
+  const paused = [...(slow.mesh as unknown as { sockets: Set<import('node:net').Socket> }).sockets]
+  for (const s of paused) s.pause()
+  const chunk = 'y'.repeat(8 << 20)
+  for (let i = 0; i < 16 && fast.mesh.peers > 0; i++) {
+    fast.mesh.send('rows', chunk)
+    await new Promise((r) => setImmediate(r))
+  }
+  await until(() => fast.mesh.peers === 0)
+  return paused
+}
+
+/** After a drop: both send to each other again, once each, and each was told the other is back (what was sent between is lost). */
+async function assertRejoined(t: Test, a: ReturnType<typeof worker>, b: ReturnType<typeof worker>): Promise<void> {
+  await until(() => a.rejoined.length === 1 && b.rejoined.length === 1 && a.mesh.peers === 1 && b.mesh.peers === 1)
+  t.same([a.rejoined, b.rejoined], [[1], [0]], 'each is told once that the other is back')
+  const [ha, hb] = [a.heard.length, b.heard.length]
+  a.mesh.send('kick', 'from 0')
+  b.mesh.send('kick', 'from 1')
+  await until(() => a.heard.length > ha && b.heard.length > hb)
+  await new Promise((r) => setTimeout(r, 50))
+  t.same(a.heard.slice(ha), [{ topic: 'kick', data: 'from 1' }], 'worker 0 hears worker 1 again, once')
+  t.same(b.heard.slice(hb).filter((h) => h.topic === 'kick'), [{ topic: 'kick', data: 'from 0' }], 'worker 1 hears worker 0 again, once')
+}
+
+t.test('a worker that stops reading is dropped, not buffered for without bound, and joined again once it reads', async (t) => {
   const { w: [a, b] } = workersIn(t, 0, 1)
   await a.mesh.open()
   await b.mesh.open()
   // Worker 1 hangs: it reads nothing more.
-  for (const s of (b.mesh as unknown as { sockets: Set<import('node:net').Socket> }).sockets) s.pause()
-  const chunk = 'y'.repeat(8 << 20)
-  for (let i = 0; i < 16 && a.mesh.peers > 0; i++) {
-    a.mesh.send('rows', chunk)
-    await new Promise((r) => setImmediate(r))
-  }
-  await until(() => a.mesh.peers === 0)
+  const paused = await hangUntilDropped(a, b)
   t.match(a.warnings.join('\n'), /worker 1 does not read/)
+  t.same(b.gone, [], 'the hung worker has not seen the end yet')
+  // It reads again: it sees the end, and (the higher index) joins worker 0 again.
+  for (const s of paused) s.resume()
+  await assertRejoined(t, a, b)
+  t.same([a.gone.map((g) => g.peer), b.gone.map((g) => g.peer)], [[1], [0]], 'each was told of the end before')
+})
+
+t.test('a worker dropped by a higher index is joined again by it once it reads', async (t) => {
+  const { w: [a, b] } = workersIn(t, 0, 1)
+  await a.mesh.open()
+  await b.mesh.open()
+  // Worker 0 hangs; worker 1 drops it and joins it again at once, which worker 0 answers when it reads.
+  const paused = await hangUntilDropped(b, a)
+  await new Promise((r) => setTimeout(r, 50))
+  for (const s of paused) s.resume()
+  await assertRejoined(t, a, b)
 })

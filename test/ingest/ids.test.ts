@@ -4,7 +4,7 @@
  * the record's identity, and the store keys records by it: two equal ids would be one record.
  */
 import t from 'tap'
-import { idTimePrefix, newId } from '../../src/core/ids.js'
+import { idTimeMs, idTimePrefix, newId } from '../../src/core/ids.js'
 
 const FORMAT = /^[0-9ABCDEFGHJKMNPQRSTVWXYZ]{26}$/
 
@@ -45,4 +45,10 @@ t.test('idTimePrefix(ms) sorts before every id made at ms or later and after eve
     if (!id.startsWith(idTimePrefix(base + ms))) wrong++
   }
   t.equal(wrong, 0)
+})
+
+t.test('idTimeMs reads back the milliseconds an id was made at', async (t) => {
+  for (const ms of [0, 1, 31, 32, Date.UTC(2026, 10, 27, 17, 0, 0, 123), 2 ** 48 - 1]) t.equal(idTimeMs(idTimePrefix(ms)), ms)
+  const later = Date.UTC(2090, 0, 1, 0, 0, 0, 7) // after every id this test made
+  t.equal(idTimeMs(newId(later)), later)
 })

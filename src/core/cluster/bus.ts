@@ -40,6 +40,12 @@ export interface ClusterBus {
    * worker was dropped for not reading). What it published before has been delivered by then.
    */
   onPeerGone(fn: (peer: number) => void): () => void
+  /**
+   * Calls `fn` with a worker's index once it sends to this worker and is sent to again after a
+   * connection with it ended while it lived on (one of the two dropped it for not reading): what
+   * either published in between was not delivered.
+   */
+  onPeerRejoined(fn: (peer: number) => void): () => void
 }
 
 export const LOCAL: ClusterBus = {
@@ -52,6 +58,7 @@ export const LOCAL: ClusterBus = {
   unresponsiveSince: () => undefined,
   answer: () => undefined,
   onPeerGone: () => () => undefined,
+  onPeerRejoined: () => () => undefined,
 }
 
 /**

@@ -16,9 +16,19 @@ import { join } from 'node:path'
  * workers starting together, the one that lists the directory last finds the other listening:
  * each listens before it lists.
  *
+ * A connection can end while the worker at its other end lives on: one of the two dropped it
+ * for not reading (see `send`). The higher index of the two, once it has seen its last
+ * connection with the other end, tries to join it again, with REJOIN instead of HELLO, naming the
+ * process it lost (a dead peer's socket refuses, and its replacement is not that process); the joiner answers ACK with READY, and each end, once it knows the
+ * other sends to it again (the joiner at ACK, the other at READY), is told (`rejoined`). What was
+ * sent in between is lost: a receiver that needs every message (the analytics) reads the store
+ * again then. A peer is told apart from its replacement by a random number it sends with HELLO
+ * and ACK: joining a replacement is no rejoin.
+ *
  * Frames: u32 LE length of what follows, a type byte, then the type's payload —
- * HELLO and ACK: the sender's index (u16 LE); MESSAGE: topic length (u16 LE), the topic, a kind
- * byte (0: JSON text, 1: a string as it is, 2: bytes as they are) and the data.
+ * HELLO, ACK and READY: the sender's index (u16 LE) and its random number (u32 LE); REJOIN: the
+ * same and the random number of the process it joins again (u32 LE); MESSAGE: topic length (u16 LE), the topic, a kind byte (0: JSON text, 1: a string as it is, 2:
+ * bytes as they are) and the data.
  */
 export class PeerMesh {
   /** The one connection each peer's messages are sent on (the latest made with it). */
@@ -26,6 +36,12 @@ export class PeerMesh {
   private readonly sockets = new Set<Socket>()
   /** How many open connections each known peer has: its end is when the last one closes. */
   private readonly connections = new Map<number, number>()
+  /** Each open connection's peer process (its random number), and whether it was opened by REJOIN. */
+  private readonly ends = new Map<Socket, { peer: number; nonce: number; rejoin: boolean }>()
+  /** Peers this worker is joining again, with the random number of the process it lost. */
+  private readonly rejoining = new Map<number, number>()
+  /** This process's random number: a replacement of a peer has another. */
+  private readonly nonce = (Math.random() * 0xffffffff) >>> 0
   private server?: Server
   private closed = false
 
@@ -35,6 +51,11 @@ export class PeerMesh {
     private readonly deliver: (topic: string, data: unknown) => void,
     private readonly warn: (message: string, err?: unknown) => void = () => undefined,
     private readonly gone: (peer: number) => void = () => undefined,
+    /**
+     * Called once a peer whose connections were lost while it lived on (dropped, by either end)
+     * sends to this worker and is sent to again: what either sent between has not arrived.
+     */
+    private readonly rejoined: (peer: number) => void = () => undefined,
   ) {}
 
   /** How many peers this worker sends to now. */
@@ -70,7 +91,10 @@ export class PeerMesh {
     for (const [peer, s] of this.links) {
       // A peer that has stopped reading (stopped, or hung) is dropped rather than buffered for without bound.
       if (s.writableLength > MAX_BUFFERED) {
-        this.warn(`worker ${peer} does not read what is sent to it; dropping the connection`)
+        this.warn(`worker ${peer} does not read what is sent to it; dropping the connection (the higher index of the two joins again once it reads)`)
+        this.links.delete(peer)
+        // Every connection with it: a second one (both joined at once) would be no better read.
+        for (const [other, e] of this.ends) if (e.peer === peer) other.destroy()
         s.destroy()
         continue
       }
@@ -85,15 +109,22 @@ export class PeerMesh {
     rmSync(socketPath(this.dir, this.index), { force: true })
   }
 
-  /** Connects to `peer`, says who this is and waits for its ACK (a peer that is gone is skipped). */
-  private join(peer: number, ackTimeoutMs: number): Promise<void> {
+  /**
+   * Connects to `peer`, says who this is and waits for its ACK (a peer that is gone is skipped).
+   * Without `ackTimeoutMs` (joining again) it waits as long as the peer lives: a peer that stopped
+   * reading answers once it reads again.
+   */
+  private join(peer: number, ackTimeoutMs?: number, lost?: number): Promise<void> {
     return new Promise<void>((resolve) => {
       const s = connect(socketPath(this.dir, peer))
-      const timer = setTimeout(() => {
-        this.warn(`worker ${peer} did not acknowledge within ${ackTimeoutMs} ms; its messages may miss this worker`)
-        resolve()
-      }, ackTimeoutMs)
-      timer.unref()
+      const timer =
+        ackTimeoutMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              this.warn(`worker ${peer} did not acknowledge within ${ackTimeoutMs} ms; its messages may miss this worker`)
+              resolve()
+            }, ackTimeoutMs)
+      timer?.unref()
       const done = () => {
         clearTimeout(timer)
         resolve()
@@ -105,7 +136,7 @@ export class PeerMesh {
         this.adopt(s, (acked) => {
           if (acked === peer) done()
         })
-        s.write(controlFrame(HELLO, this.index))
+        s.write(controlFrame(lost === undefined ? HELLO : REJOIN, this.index, this.nonce, lost))
       })
     })
   }
@@ -138,15 +169,24 @@ export class PeerMesh {
         const type = buf[at + 4]
         const end = at + 4 + size
         if (type === MESSAGE) this.receive(buf, at + 5, end)
-        else if (type === HELLO || type === ACK) {
+        else if (type === HELLO || type === REJOIN || type === ACK) {
           if (peer < 0) {
             peer = buf.readUInt16LE(at + 5)
+            const nonce = buf.readUInt32LE(at + 7)
             this.connections.set(peer, (this.connections.get(peer) ?? 0) + 1)
+            this.ends.set(s, { peer, nonce, rejoin: type === REJOIN && buf.readUInt32LE(at + 11) === this.nonce })
           }
           this.links.set(peer, s)
-          if (type === HELLO) s.write(controlFrame(ACK, this.index))
-          else onAck?.(peer)
-        }
+          if (type !== ACK) s.write(controlFrame(ACK, this.index, this.nonce))
+          else {
+            // The peer sends on this connection since the HELLO; now this end does too.
+            s.write(controlFrame(READY, this.index, this.nonce))
+            const lost = this.rejoining.get(peer)
+            this.rejoining.delete(peer)
+            onAck?.(peer)
+            if (lost === this.ends.get(s)?.nonce) this.rejoined(peer)
+          }
+        } else if (type === READY && this.ends.get(s)?.rejoin) this.rejoined(peer)
         at = end
       }
       if (at < buf.length) {
@@ -159,13 +199,37 @@ export class PeerMesh {
     s.on('error', () => undefined)
     s.on('close', () => {
       this.sockets.delete(s)
-      if (peer < 0) return
-      if (this.links.get(peer) === s) this.links.delete(peer)
+      const end = this.ends.get(s)
+      this.ends.delete(s)
+      if (peer < 0 || !end) return
+      if (this.links.get(peer) === s) {
+        this.links.delete(peer)
+        // Another connection with it (both joined at once) carries on.
+        for (const [other, e] of this.ends) if (e.peer === peer && !other.destroyed) this.links.set(peer, other)
+      }
       // Every frame read from this connection has been delivered by now ('data' comes before 'close').
       const left = (this.connections.get(peer) ?? 1) - 1
-      if (left > 0) return void this.connections.set(peer, left)
-      this.connections.delete(peer)
-      if (!this.closed) this.gone(peer)
+      if (left > 0) this.connections.set(peer, left)
+      else this.connections.delete(peer)
+      if (this.closed) return
+      if (left === 0) this.gone(peer)
+      this.rejoin(peer, end.nonce)
+    })
+  }
+
+  /**
+   * A connection with `peer` (the process of `nonce`) ended: it died, or it or this worker dropped
+   * the connection. Once no other connection with that process is open (nor being made again),
+   * the higher index of the two joins it again: a dead peer's socket refuses, and a replacement
+   * answers with another number.
+   */
+  private rejoin(peer: number, nonce: number): void {
+    if (this.index < peer || this.rejoining.has(peer)) return
+    for (const [other, e] of this.ends) if (e.peer === peer && e.nonce === nonce && !other.destroyed) return
+    this.rejoining.set(peer, nonce)
+    void this.join(peer, undefined, nonce).then(() => {
+      // Refused (it died), or answered: either way not joining any more.
+      if (this.rejoining.get(peer) === nonce) this.rejoining.delete(peer)
     })
   }
 
@@ -190,6 +254,8 @@ export class PeerMesh {
 const HELLO = 1
 const ACK = 2
 const MESSAGE = 3
+const READY = 4
+const REJOIN = 5
 const JSON_TEXT = 0
 const STRING = 1
 const BYTES = 2
@@ -198,11 +264,13 @@ const MAX_BUFFERED = 64 << 20
 
 export const socketPath = (dir: string, index: number): string => join(dir, `${index}.sock`)
 
-function controlFrame(type: number, index: number): Buffer {
-  const b = Buffer.allocUnsafe(7)
-  b.writeUInt32LE(3, 0)
+function controlFrame(type: number, index: number, nonce: number, target?: number): Buffer {
+  const b = Buffer.allocUnsafe(target === undefined ? 11 : 15)
+  b.writeUInt32LE(b.length - 4, 0)
   b[4] = type
   b.writeUInt16LE(index, 5)
+  b.writeUInt32LE(nonce, 7)
+  if (target !== undefined) b.writeUInt32LE(target, 11)
   return b
 }
 

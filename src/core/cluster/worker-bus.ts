@@ -20,6 +20,7 @@ export class WorkerBus implements ClusterBus {
   private readonly topics = new Map<string, Set<(data: unknown) => void>>()
   private readonly answers = new Map<string, (data: unknown) => unknown>()
   private readonly gone = new Set<(peer: number) => void>()
+  private readonly rejoined = new Set<(peer: number) => void>()
   private readonly pending = new Map<number, Pending>()
   private nextId = 1
   /**
@@ -44,7 +45,14 @@ export class WorkerBus implements ClusterBus {
     readonly supervisorTimeoutSeconds: number,
   ) {
     this.leader = index === 0
-    this.mesh = new PeerMesh(peerDir, index, (topic, data) => this.deliver(topic, data), warn, (peer) => this.peerGone(peer))
+    this.mesh = new PeerMesh(
+      peerDir,
+      index,
+      (topic, data) => this.deliver(topic, data),
+      warn,
+      (peer) => this.tell(this.gone, peer, 'the end'),
+      (peer) => this.tell(this.rejoined, peer, 'the return'),
+    )
     proc.on('message', (m: unknown) => {
       if (isClusterMessage(m)) this.receive(m)
     })
@@ -125,6 +133,11 @@ export class WorkerBus implements ClusterBus {
     return () => void this.gone.delete(fn)
   }
 
+  onPeerRejoined(fn: (peer: number) => void): () => void {
+    this.rejoined.add(fn)
+    return () => void this.rejoined.delete(fn)
+  }
+
   /**
    * Since when (ms since the epoch: its last answer) the supervisor has answered nothing, not even
    * this worker's ping every second, once that has lasted `supervisorTimeoutSeconds`; undefined
@@ -201,12 +214,12 @@ export class WorkerBus implements ClusterBus {
     }
   }
 
-  private peerGone(peer: number): void {
-    for (const fn of this.gone) {
+  private tell(listeners: Set<(peer: number) => void>, peer: number, what: string): void {
+    for (const fn of listeners) {
       try {
         fn(peer)
       } catch (err) {
-        this.warn(`the end of worker ${peer} could not be handled`, err)
+        this.warn(`${what} of worker ${peer} could not be handled`, err)
       }
     }
   }

@@ -14,6 +14,13 @@ export class AnalyticsIndex {
   private addedUnpriced = 0
   private readonly row = new RowInput()
 
+  /** Forgets every row (before the stored records are read again). */
+  clear(): void {
+    this.teams.clear()
+    this.unpriced.clear()
+    this.addedUnpriced = 0
+  }
+
   team(team: string): TeamIndex | undefined {
     return this.teams.get(team)
   }

@@ -4,7 +4,7 @@ import { findClickHouse } from '../../adapters/clickhouse/registry.js'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../host/component.js'
 import type { Batch } from '../../core/consumer.js'
 import { ApiError } from '../../core/errors.js'
-import { idTimePrefix } from '../../core/ids.js'
+import { idTimeMs, idTimePrefix } from '../../core/ids.js'
 import { isUnpriced } from '../../domain/analytics/analytics-index.js'
 import { AnalyticsIndex, publishAnalytics, withdrawAnalytics, type Analytics, type AnalyticsReader } from '../../domain/analytics/index.js'
 import { PeerRows, readPeerRows, readRow, RowInput } from '../../domain/analytics/row.js'
@@ -32,11 +32,14 @@ const schema = Type.Object(
 type Config = Static<typeof schema>
 
 /**
- * How far back, by the time in their ids, a worker looks for records another worker stored
- * and never announced when that worker dies (AnalyticsExporter.reconcile): a record made longer
- * before its commit than this is missed by the survivors (until their own restart).
+ * How far back, by the time in their ids, a worker looks at least for records another worker
+ * stored and never announced when that worker dies (AnalyticsExporter.reconcile); further when
+ * that worker had told of older ones (its floor). Alone it bounds only the read-back after a
+ * worker that died before it told anything (within a second of this one joining it).
  */
 const RECONCILE_WINDOW_MS = 5_000
+/** A worker's floor trails its clock by this much while nothing older is on its way, so that a batch arriving late rarely has to lower it. */
+const FLOOR_SLACK_MS = 1_000
 /** Records read from the store per turn of the event loop while reconciling. */
 const RECONCILE_CHUNK = 500
 
@@ -61,6 +64,14 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   private recent?: RecentIds
   private reconciling = Promise.resolve()
   private stopped = false
+  /** With other workers: each batch of this worker's between its arrival here and its rows' announcement, by its oldest id. */
+  private readonly unannounced = new Map<number, string>()
+  private nextBatch = 0
+  /** The floor the other workers were last told (ms since the epoch), and its id prefix. */
+  private toldPrefix = ''
+  /** What each other worker last told of its floor: every record it may have stored unannounced has an id made at or after it. */
+  private readonly floors = new Map<number, number>()
+  private floorTimer?: NodeJS.Timeout
 
   constructor(private readonly settings: CreateSettings, private readonly config: Config) {
     this.consumers = { usage: { consume: (b: Batch<UsageRecord>) => this.consume(b) } }
@@ -84,12 +95,20 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
       this.rebuild = new Rebuild(host.usage, this.index, logger, peers)
       // Every worker answers the queries, so each adds what the others store too.
       if (peers) {
-        // Kept a little longer than the window looked back at, so what a reconcile finds is still here.
-        this.recent = new RecentIds(RECONCILE_WINDOW_MS + 2000)
+        // Kept a little longer than the window looked back at, and back to the oldest floor a
+        // worker told: what a reconcile finds is still here.
+        this.recent = new RecentIds(RECONCILE_WINDOW_MS + 2000, () => this.oldestFloor())
         host.cluster.subscribe(`${this.settings.id}.rows`, (bytes) => this.fromPeers(bytes as Uint8Array))
-        host.cluster.onPeerGone((peer) => {
-          this.reconciling = this.reconciling.then(() => this.reconcile(peer))
+        host.cluster.subscribe(`${this.settings.id}.floor`, (data) => this.fromFloor(data))
+        host.cluster.onPeerGone((peer) => this.peerGone(peer))
+        host.cluster.onPeerRejoined((peer) => {
+          this.reread(peer)
+          // What it was told while cut off is lost: tell it again now.
+          this.tellFloor()
         })
+        this.tellFloor()
+        this.floorTimer = setInterval(() => this.tellFloor(), 1000)
+        this.floorTimer.unref()
       }
       this.watch = new RepriceWatch(host.usage, this.index, logger)
       this.rebuild.done.then(
@@ -141,6 +160,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
 
   async shutdown(): Promise<void> {
     this.stopped = true
+    clearInterval(this.floorTimer)
     this.announce()
     this.recent?.stop()
     this.rebuild?.stop()
@@ -156,8 +176,9 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   private async consume(batch: Batch<UsageRecord>): Promise<void> {
     // With ClickHouse the clickhouse exporter delivers the records; nothing is kept here.
     if (this.config.backend === 'clickhouse') return
-    const rebuild = this.rebuild!
-    if (rebuild.active) for (const r of batch.items) rebuild.expect(r.id)
+    const before = this.rebuild!
+    if (before.active) for (const r of batch.items) before.expect(r.id)
+    const token = this.recent !== undefined ? this.arriving(batch.items) : -1
     // The write unit is created by whichever component writes first; once every branch of the
     // fan-out has been handed the batch (after this first await), it exists if anyone writes.
     await undefined
@@ -167,10 +188,13 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
         await unit.commit()
       } catch {
         // Nothing was stored; the store's own branch reports the failure.
-        for (const r of batch.items) rebuild.forget(r.id)
+        for (const r of batch.items) this.rebuild!.forget(r.id)
+        this.unannounced.delete(token)
         return
       }
     }
+    // The index may have been read again meanwhile (reread): that read decides.
+    const rebuild = this.rebuild!
     const duplicates = batch.ctx.duplicates
     const peers = this.host!.cluster.workers > 1
     const row = this.row
@@ -196,7 +220,66 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
         this.settings.logger.error({ err, id: r.id }, 'analytics: a stored record could not be added to the index')
       }
     }
+    // Their rows are queued (stored): the announcement, a microtask, goes before any timer tells a floor past them.
+    this.unannounced.delete(token)
     this.settings.metrics.accepted(added)
+  }
+
+  /**
+   * A batch of this worker's arrives, before its commit: while it is unannounced, the floor the
+   * other workers know must not be above its oldest id. If it is (its records were made before
+   * the floor last told, e.g. delayed on their way), they are told a lower one now, ahead of the
+   * commit on the same ordered channel as the rows. Returns the batch's token.
+   */
+  private arriving(items: UsageRecord[]): number {
+    if (items.length === 0) return -1
+    let oldest = items[0].id
+    for (let i = 1; i < items.length; i++) if (items[i].id < oldest) oldest = items[i].id
+    const token = this.nextBatch++
+    this.unannounced.set(token, oldest)
+    // An id made before the floor's millisecond sorts before its prefix.
+    if (oldest < this.toldPrefix) this.tell(idTimeMs(oldest))
+    return token
+  }
+
+  /** Every second (and at start): tells the other workers this worker's floor, its oldest unannounced record or FLOOR_SLACK_MS ago. */
+  private tellFloor(): void {
+    let floor = Date.now() - FLOOR_SLACK_MS
+    for (const id of this.unannounced.values()) floor = Math.min(floor, idTimeMs(id))
+    this.tell(floor)
+  }
+
+  private tell(ms: number): void {
+    this.toldPrefix = idTimePrefix(ms)
+    this.host!.cluster.publish(`${this.settings.id}.floor`, [this.host!.cluster.index, ms])
+  }
+
+  private fromFloor(data: unknown): void {
+    const [peer, ms] = data as [unknown, unknown]
+    if (typeof peer === 'number' && typeof ms === 'number') this.floors.set(peer, ms)
+  }
+
+  /** The oldest floor another worker told, or one a read-back still looks back to (RecentIds keeps ids taken in since). */
+  private oldestFloor(): number {
+    let oldest = Infinity
+    for (const ms of this.floors.values()) oldest = Math.min(oldest, ms)
+    return oldest
+  }
+
+  /**
+   * A worker's connections all closed (it died, or one of the two dropped the other): its records
+   * stored but unannounced are read back from its last floor (at least RECONCILE_WINDOW_MS back).
+   * The floor stays in `floors` until the read-back is done, so RecentIds keeps what it may meet.
+   */
+  private peerGone(peer: number): void {
+    const from = Math.min(this.floors.get(peer) ?? Infinity, Date.now() - RECONCILE_WINDOW_MS)
+    this.floors.set(peer, from)
+    this.reconciling = this.reconciling
+      .then(() => this.reconcile(peer, from))
+      .finally(() => {
+        // Unless it told a new floor meanwhile (joined again).
+        if (this.floors.get(peer) === from) this.floors.delete(peer)
+      })
   }
 
   /**
@@ -235,18 +318,36 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   }
 
   /**
-   * Another worker died: the records of its last commits may be stored without their rows having
-   * been sent (a kill between a commit and the message that follows it). Every record stored in
-   * the last RECONCILE_WINDOW_MS, by the time in its id, that this worker has not taken in is
-   * added from the store now. The dead worker's commits are final by then; a live worker's record
-   * found here is skipped when its row arrives (RecentIds), and one in the snapshot of this
-   * worker's own start-up read is left to that read.
+   * A worker this one was cut off from (one of the two dropped the other for not reading) sends
+   * and is sent to again: the rows either announced in between never arrived, and which they were
+   * cannot be told (a record's id says when it arrived, not when its commit or its rows went out).
+   * So the index is read from the store again, as at a start: from a snapshot taken now, when
+   * both send to each other again, so that every record is counted once, by the scan (in the
+   * snapshot) or as it arrives (committed after it). The queries answer 503 meanwhile. Rare: a
+   * worker is dropped only once 64 MiB of rows wait for it unread.
    */
-  private async reconcile(peer: number): Promise<void> {
-    const rebuild = this.rebuild!
+  private reread(peer: number): void {
+    if (this.stopped) return
+    this.settings.logger.warn({ peer }, 'analytics: cut off from another worker for a while; reading the stored records again')
+    this.rebuild!.stop()
+    this.index.clear()
+    const rebuild = (this.rebuild = new Rebuild(this.host!.usage, this.index, this.settings.logger, true))
+    rebuild.done.catch((err) => this.settings.logger.error({ err }, 'analytics: reading the stored records again failed; the analytics endpoints stay unavailable'))
+  }
+
+  /**
+   * Another worker died: the records of its last commits may be stored without their rows having
+   * been sent (a kill between a commit and the message that follows it, which a stalled disk can
+   * make long). Every record stored with an id made at or after `fromMs` (the dead worker's floor:
+   * older than any of its unannounced records) that this worker has not taken in is added from
+   * the store now. The dead worker's commits are final by then; a live worker's record found here
+   * is skipped when its row arrives (RecentIds), and one in the snapshot of this worker's own
+   * start-up read is left to that read.
+   */
+  private async reconcile(peer: number, fromMs: number): Promise<void> {
     const recent = this.recent!
     const row = this.row
-    let after: string | undefined = idTimePrefix(Date.now() - RECONCILE_WINDOW_MS)
+    let after: string | undefined = idTimePrefix(fromMs)
     let added = 0
     try {
       // Stopping (the store closes next): what is left is counted at the next start.
@@ -254,7 +355,8 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
         let last: string | undefined
         for (const r of this.host!.usage.scan(after, RECONCILE_CHUNK)) {
           last = r.id
-          if (!rebuild.fromPeer(r.id) || !recent.claim(r.id)) continue
+          // (this.rebuild: the index may be read again meanwhile, from a snapshot of its own.)
+          if (!this.rebuild!.fromPeer(r.id) || !recent.claim(r.id)) continue
           if (!readRow(r, row)) continue
           this.index.addRow(r.caller.team, r.id, isUnpriced(r), row)
           added++

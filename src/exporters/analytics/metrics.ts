@@ -27,7 +27,7 @@ export function analyticsGauges(registry: Registry, id: string, analytics: Analy
       })
     gauge('meterd_analytics_rows', 'Records the analytics index holds', 'max', (a) => a.index.stats().rows)
     gauge('meterd_analytics_bytes', 'Bytes of memory the analytics columns and tuple tables take (interned strings not counted)', 'sum', (a) => a.index.stats().bytes)
-    gauge('meterd_analytics_ready', '1 once the stored records have been read back after a start', 'min', (a) => (a.ready ? 1 : 0))
+    gauge('meterd_analytics_ready', '1 once the stored records have been read back after a start (or, with workers, after being cut off from another worker)', 'min', (a) => (a.ready ? 1 : 0))
   }
   mine.set(id, analytics)
 }

@@ -52,7 +52,9 @@ export class Rebuild {
   /** A live record, after its commit: true when the caller must add it (the scan has not). */
   committed(id: string): boolean {
     const state = this.live.get(id)
-    if (state === undefined) return true
+    // Not expected: it was on its way before this read began (a read again, see
+    // AnalyticsExporter.reread), and the snapshot has it if its commit came first.
+    if (state === undefined) return this.fromPeer(id)
     if (state === 'scanned' || !this.active) this.live.delete(id)
     else this.live.set(id, 'applied')
     return state !== 'scanned'

@@ -34,17 +34,18 @@ t.test('varints, tags and lengths: read within the message, refused past its end
   t.equal(r.pos, 7)
   t.same([at([0xff, 0xff, 0xff, 0x7f]).varint32(4), at([0x80, 0x80, 0x80, 0x00]).varint32(4)], [2 ** 28 - 1, 0], 'four bytes, the most a tag or length has; padded too')
 
-  refuses(t, () => at([0x05]).varint32(0), /a varint is cut off at byte 0/, 'no byte left for a varint')
-  refuses(t, () => at([0x80, 0x01]).varint32(1), /a varint is cut off at byte 0/, 'a varint cut off after its first byte')
+  refuses(t, () => at([0x05]).varint32(0), /cut off/, 'no byte left for a varint')
+  refuses(t, () => at([0x80, 0x01]).varint32(1), /cut off/, 'a varint cut off after its first byte')
+  refuses(t, () => at([0xff, 0x80, 0x01]).varint32(2), /cut off/, 'a varint cut off after its second byte')
   refuses(t, () => at([0xff, 0xff, 0x80, 0x01]).varint32(3), /cut off/, 'a varint cut off after its third byte')
-  refuses(t, () => at([0x80, 0x80, 0x80, 0x80, 0x01]).varint32(5), /five bytes or more at byte 0/, 'a tag or length of five bytes')
-  refuses(t, () => at([0x02, 0x00]).tag(2), /field number 0 at byte 0/, 'field number 0')
+  refuses(t, () => at([0x80, 0x80, 0x80, 0x80, 0x01]).varint32(5), /five bytes or more/, 'a tag or length of five bytes')
+  refuses(t, () => at([0x02, 0x00]).tag(2), /field number 0/, 'field number 0')
   refuses(t, () => at([0x80, 0x00]).tag(2), /field number 0/, 'field number 0, padded')
-  refuses(t, () => at([0x03, 0x61, 0x62, 0x63]).length(3), /a length of 3 runs past the end of its message \(byte 3\) at byte 1/, 'a length one byte past the end')
-  refuses(t, () => at([0x7f, 0x61]).text(2), /a length of 127 runs past/, 'a length far past the end')
+  refuses(t, () => at([0x03, 0x61, 0x62, 0x63]).length(3), /a length runs past the end of its message/, 'a length one byte past the end')
+  refuses(t, () => at([0x7f, 0x61]).text(2), /runs past/, 'a length far past the end')
   refuses(t, () => at([0xff, 0xff, 0xff, 0x7f]).length(4), /runs past/, 'the largest length, past the end')
-  refuses(t, () => at([0x01, 0x00, 0x00, 0x00]).fixed32(3), /fixed-size value is cut off at byte 0/, 'a fixed32 cut off')
-  refuses(t, () => at([0, 0, 0, 0, 0, 0, 0xf0, 0x3f]).double(7), /fixed-size value is cut off/, 'a double cut off')
+  refuses(t, () => at([0x01, 0x00, 0x00, 0x00]).fixed32(3), /cut off/, 'a fixed32 cut off')
+  refuses(t, () => at([0, 0, 0, 0, 0, 0, 0xf0, 0x3f]).double(7), /cut off/, 'a double cut off')
   t.equal(at([0, 0, 0, 0, 0, 0, 0xf0, 0x3f]).double(8), 1, 'a whole double')
 })
 
@@ -53,9 +54,9 @@ t.test('skipping a field: each wire type within the message; groups and the wire
   const r = at([...ten, 0x00])
   r.skipVarint(11)
   t.equal(r.pos, 10, 'a varint of ten bytes (a 64-bit value) is passed')
-  refuses(t, () => at([0xff, ...ten]).skipVarint(11), /a varint of more than ten bytes at byte 0/, 'a varint of eleven bytes')
+  refuses(t, () => at([0xff, ...ten]).skipVarint(11), /more than ten bytes/, 'a varint of eleven bytes')
   refuses(t, () => at([...ten.slice(0, 9), 0x80, 0x80, 0x01]).skip(0, 12), /more than ten bytes/, 'a varint of twelve bytes, as wire type 0')
-  refuses(t, () => at([0x80, 0x01]).skip(0, 1), /a varint is cut off/, 'a varint cut off, as wire type 0')
+  refuses(t, () => at([0x80, 0x01]).skip(0, 1), /cut off/, 'a varint cut off, as wire type 0')
 
   const skipped = (wireType: number, bytes: number[], end: number): number => {
     const s = at(bytes)
@@ -67,8 +68,7 @@ t.test('skipping a field: each wire type within the message; groups and the wire
   refuses(t, () => at([1, 2, 3, 4]).skip(5, 3), /cut off/, 'a fixed32 cut off')
   refuses(t, () => at([0x02, 0x61, 0x62]).skip(2, 2), /runs past/, 'a length-delimited field past the end')
   refuses(t, () => at([0x85]).skip(2, 1), /cut off/, 'its length cut off')
-  for (const [w, why] of [[3, /wire type 3 \(a group\)/], [4, /wire type 4 \(a group\)/], [6, /wire type 6 \(no such wire type\)/], [7, /wire type 7 \(no such wire type\)/]] as const)
-    refuses(t, () => at([0x08, 0x01]).skip(w, 2), why, `wire type ${w}`)
+  for (const w of [3, 4, 6, 7]) refuses(t, () => at([0x08, 0x01]).skip(w, 2), /wire type 3 or 4 \(a group\), 6 or 7/, `wire type ${w}`)
 })
 
 t.test('random messages, cut anywhere: reading them ends, within the message, and throws nothing but a WireError', async (t) => {

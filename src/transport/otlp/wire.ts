@@ -74,6 +74,20 @@ export class WireReader {
 
   /** A tag, as `field << 3 | wireType`; never field 0. */
   tag(end: number): number {
+    // One byte, the common case, inline; the rest in a call, so that tag() stays small enough for
+    // V8 to inline into every loop (it inlines by bytecode size, within a budget per function).
+    const p = this.pos
+    if (p < end) {
+      const t = this.buf[p]
+      if (t < 128 && t >= 8) {
+        this.pos = p + 1
+        return t
+      }
+    }
+    return this.longTag(end)
+  }
+
+  private longTag(end: number): number {
     const t = this.varint32(end)
     if (t >>> 3 === 0) throw FIELD_ZERO
     return t
@@ -81,6 +95,18 @@ export class WireReader {
 
   /** The length of a length-delimited field, whose bytes must end within `end`; the position is then at them. */
   length(end: number): number {
+    const p = this.pos
+    if (p < end) {
+      const n = this.buf[p]
+      if (n < 128 && p + 1 + n <= end) {
+        this.pos = p + 1
+        return n
+      }
+    }
+    return this.longLength(end)
+  }
+
+  private longLength(end: number): number {
     const n = this.varint32(end)
     if (this.pos + n > end) throw PAST_END
     return n

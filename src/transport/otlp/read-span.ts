@@ -1,5 +1,6 @@
 import type { AttributeValue, Attributes, Span } from '../../model/otlp.js'
 import { fixed64Decimal, setAttribute } from './values.js'
+import { WireError, WireReader } from './wire.js'
 
 /*
  * A Span message that scan-traces.ts has walked (every length within its message, every string
@@ -10,9 +11,9 @@ import { fixed64Decimal, setAttribute } from './values.js'
  * string-table lookup of each new key string were a third of decoding a GenAI span).
  *
  * It reads the common shapes only. A field protobufjs would merge (a KeyValue's value or the
- * status given twice), an array or kvlist value, a varint enum or integer it does not read in
- * one go (more than one byte, or a negative int64): it gives up (undefined), and the span is
- * decoded by protobufjs as before. test/otlp/scan.test.ts compares both on every truncation and
+ * status given twice), an array or kvlist value, an enum of 2^28 or more, an int64 that is
+ * negative or of 2^49 or more: it gives up (undefined), and the span is decoded by protobufjs as
+ * before. The wire format itself is wire.ts's WireReader's, as for the scan. test/otlp/scan.test.ts compares both on every truncation and
  * thousands of corruptions of requests with such spans.
  */
 
@@ -20,7 +21,17 @@ const GIVE_UP = undefined
 
 /** The Span at `buf[start, end)` with the ids the scan located and checked, or undefined when protobufjs must decode it. */
 export function readSpan(buf: Buffer, start: number, end: number, traceId: string, spanId: string, parentSpanId: string): Span | undefined {
-  let pos = start
+  try {
+    return span(new WireReader(buf, start), end, traceId, spanId, parentSpanId)
+  } catch (err) {
+    // The scan walked these bytes: only a value it skipped without reading gets here (a kind or
+    // status code of 2^28 or more, a bool of more than ten bytes). protobufjs reads it.
+    if (err instanceof WireError) return GIVE_UP
+    throw err
+  }
+}
+
+function span(r: WireReader, end: number, traceId: string, spanId: string, parentSpanId: string): Span | undefined {
   let name = ''
   let kind = 0
   let startLo = 0
@@ -31,63 +42,45 @@ export function readSpan(buf: Buffer, start: number, end: number, traceId: strin
   let code = 0
   let message = ''
   const attributes: Attributes = {}
-  while (pos < end) {
-    // Tags and lengths: the scan accepted only varints of at most four bytes.
-    let t = buf[pos++]
-    if (t >= 128) {
-      const r = varint(buf, pos - 1, end)
-      if (r < 0) return GIVE_UP
-      t = r
-      pos = varintEnd
-    }
-    const wire = t & 7
-    const field = t >>> 3
-    if (wire === 2) {
-      const n = length(buf, pos, end)
-      if (n < 0) return GIVE_UP
-      pos = varintEnd
-      const stop = pos + n
-      if (field === 5) name = n === 0 ? '' : buf.toString('utf8', pos, stop)
-      else if (field === 9) {
-        if (!keyValue(buf, pos, stop, attributes)) return GIVE_UP
-      } else if (field === 15) {
+  while (r.pos < end) {
+    const t = r.tag(end)
+    switch (t) {
+      case (5 << 3) | 2:
+        name = r.text(end)
+        break
+      case (6 << 3) | 0:
+        kind = r.varint32(end)
+        break
+      case (7 << 3) | 1:
+        startLo = r.fixed32(end)
+        startHi = r.fixed32(end)
+        break
+      case (8 << 3) | 1:
+        endLo = r.fixed32(end)
+        endHi = r.fixed32(end)
+        break
+      case (9 << 3) | 2: {
+        const n = r.length(end)
+        if (!keyValue(r, r.pos + n, attributes)) return GIVE_UP
+        break
+      }
+      case (15 << 3) | 2: {
         // A second status would be merged into the first: protobufjs's.
         if (statusSeen) return GIVE_UP
         statusSeen = true
-        let p = pos
-        while (p < stop) {
-          const st = buf[p++]
-          if (st === ((2 << 3) | 2)) {
-            const m = length(buf, p, stop)
-            if (m < 0) return GIVE_UP
-            p = varintEnd
-            message = m === 0 ? '' : buf.toString('utf8', p, p + m)
-            p += m
-          } else if (st === ((3 << 3) | 0)) {
-            if (p >= stop || buf[p] >= 128) return GIVE_UP
-            code = buf[p++]
-          } else if (st >= 128) return GIVE_UP
-          else if ((p = skip(buf, p, stop, st & 7)) < 0) return GIVE_UP
+        const stop = r.length(end) + r.pos
+        while (r.pos < stop) {
+          const st = r.tag(stop)
+          if (st === ((2 << 3) | 2)) message = r.text(stop)
+          else if (st === ((3 << 3) | 0)) code = r.varint32(stop)
+          else r.skip(st & 7, stop)
         }
+        break
       }
-      // Ids (1, 2, 4) were located by the scan; anything else is unknown.
-      pos = stop
-    } else if (field === 6 && wire === 0) {
-      if (pos >= end || buf[pos] >= 128) return GIVE_UP
-      kind = buf[pos++]
-    } else if ((field === 7 || field === 8) && wire === 1) {
-      if (pos + 8 > end) return GIVE_UP
-      const lo = buf.readUInt32LE(pos)
-      const hi = buf.readUInt32LE(pos + 4)
-      if (field === 7) {
-        startLo = lo
-        startHi = hi
-      } else {
-        endLo = lo
-        endHi = hi
-      }
-      pos += 8
-    } else if ((pos = skip(buf, pos, end, wire)) < 0) return GIVE_UP
+      default:
+        // Ids (1, 2, 4) were located by the scan; anything else is unknown.
+        r.skip(t & 7, end)
+    }
   }
   return {
     traceId,
@@ -102,149 +95,67 @@ export function readSpan(buf: Buffer, start: number, end: number, traceId: strin
   }
 }
 
-/** Where the last varint() or length() ended. */
-let varintEnd = 0
-
-/** A varint of at most four bytes at `pos` (a tag or a length); -1 otherwise. */
-function varint(buf: Buffer, pos: number, end: number): number {
-  let v = 0
-  for (let i = 0; i < 4; i++) {
-    if (pos >= end) return -1
-    const c = buf[pos++]
-    v |= (c & 127) << (7 * i)
-    if (c < 128) {
-      varintEnd = pos
-      return v
-    }
-  }
-  return -1
-}
-
-/** A length at `pos` whose bytes end within `end`; -1 otherwise. */
-function length(buf: Buffer, pos: number, end: number): number {
-  const n = varint(buf, pos, end)
-  if (n < 0 || varintEnd + n > end) return -1
-  return n
-}
-
-/** Skips a field's value of wire type `wire` at `pos`: its end, or -1. */
-function skip(buf: Buffer, pos: number, end: number, wire: number): number {
-  switch (wire) {
-    case 0:
-      for (let i = 0; i < 10; i++) {
-        if (pos >= end) return -1
-        if (buf[pos++] < 128) return pos
-      }
-      return -1
-    case 1:
-      return pos + 8 <= end ? pos + 8 : -1
-    case 2: {
-      const n = length(buf, pos, end)
-      return n < 0 ? -1 : varintEnd + n
-    }
-    case 5:
-      return pos + 4 <= end ? pos + 4 : -1
-  }
-  return -1
-}
-
-/** One KeyValue at `buf[pos, stop)` into `into` (setAttribute, in wire order); false to give up. */
-function keyValue(buf: Buffer, pos: number, stop: number, into: Attributes): boolean {
+/** One KeyValue ending at `stop` into `into` (setAttribute, in wire order); false to give up. */
+function keyValue(r: WireReader, stop: number, into: Attributes): boolean {
   let key = ''
   let value: AttributeValue = null
   let valueSeen = false
-  while (pos < stop) {
-    const t = buf[pos++]
+  while (r.pos < stop) {
+    const t = r.tag(stop)
     if (t === ((1 << 3) | 2)) {
-      const n = length(buf, pos, stop)
-      if (n < 0) return false
-      pos = varintEnd
-      key = keyAt(buf, pos, pos + n)
-      pos += n
+      const n = r.length(stop)
+      key = keyAt(r.buf, r.pos, r.pos + n)
+      r.pos += n
     } else if (t === ((2 << 3) | 2)) {
       // A second value would be merged into the first: protobufjs's.
       if (valueSeen) return false
       valueSeen = true
-      const n = length(buf, pos, stop)
-      if (n < 0) return false
-      pos = varintEnd
-      const v = anyValue(buf, pos, pos + n)
+      const n = r.length(stop)
+      const v = anyValue(r, r.pos + n)
       if (v === GIVE_UP) return false
       value = v
-      pos += n
-    } else if (t >= 128) return false
-    else if ((pos = skip(buf, pos, stop, t & 7)) < 0) return false
+    } else r.skip(t & 7, stop)
   }
   setAttribute(into, key, value)
   return true
 }
 
-/** What decode-proto.ts's anyValue gives for an AnyValue of scalars (undefined: give up). */
-function anyValue(buf: Buffer, pos: number, stop: number): AttributeValue | undefined {
+/** What decode-proto.ts's anyValue gives for an AnyValue of scalars ending at `stop` (undefined: give up). */
+function anyValue(r: WireReader, stop: number): AttributeValue | undefined {
   // Each member present keeps its last value; the first present in anyValue's order is the value.
   let str: string | undefined
   let int: number | undefined
   let dbl: number | undefined
   let bool: boolean | undefined
   let bytes: string | undefined
-  while (pos < stop) {
-    const t = buf[pos++]
+  while (r.pos < stop) {
+    const t = r.tag(stop)
     switch (t) {
-      case (1 << 3) | 2: {
-        const n = length(buf, pos, stop)
-        if (n < 0) return GIVE_UP
-        pos = varintEnd
-        str = n === 0 ? '' : buf.toString('utf8', pos, pos + n)
-        pos += n
+      case (1 << 3) | 2:
+        str = r.text(stop)
         break
-      }
-      case (2 << 3) | 0: {
-        // protobufjs's bool: true when any byte of the varint has a value bit set.
-        let b = false
-        let i = 0
-        for (; i < 10; i++) {
-          if (pos >= stop) return GIVE_UP
-          const c = buf[pos++]
-          if (c & 127) b = true
-          if (c < 128) break
-        }
-        if (i === 10) return GIVE_UP
-        bool = b
+      case (2 << 3) | 0:
+        bool = varintBool(r, stop)
         break
-      }
       case (3 << 3) | 0: {
-        // A non-negative int64 below 2^49 (seven bytes) is that number, as int64Value gives it.
-        let v = 0
-        let scale = 1
-        let i = 0
-        for (; i < 7; i++) {
-          if (pos >= stop) return GIVE_UP
-          const c = buf[pos++]
-          v += (c & 127) * scale
-          scale *= 128
-          if (c < 128) break
-        }
-        if (i === 7) return GIVE_UP
+        const v = smallInt(r, stop)
+        if (v < 0) return GIVE_UP
         int = v
         break
       }
       case (4 << 3) | 1:
-        if (pos + 8 > stop) return GIVE_UP
-        dbl = buf.readDoubleLE(pos)
-        pos += 8
+        dbl = r.double(stop)
         break
       case (7 << 3) | 2: {
-        const n = length(buf, pos, stop)
-        if (n < 0) return GIVE_UP
-        pos = varintEnd
-        bytes = buf.toString('base64', pos, pos + n)
-        pos += n
+        const n = r.length(stop)
+        bytes = r.buf.toString('base64', r.pos, r.pos + n)
+        r.pos += n
         break
       }
       default:
-        // arrayValue (5) and kvlistValue (6) are protobufjs's to decode; a tag of two bytes too.
-        if (t >= 128 || t >>> 3 === 5 || t >>> 3 === 6) return GIVE_UP
-        if ((pos = skip(buf, pos, stop, t & 7)) < 0) return GIVE_UP
+        // arrayValue (5) and kvlistValue (6) are protobufjs's to decode.
+        if (t >>> 3 === 5 || t >>> 3 === 6) return GIVE_UP
+        r.skip(t & 7, stop)
     }
   }
   if (str !== undefined) return str
@@ -253,6 +164,33 @@ function anyValue(buf: Buffer, pos: number, stop: number): AttributeValue | unde
   if (bool !== undefined) return bool
   if (bytes !== undefined) return bytes
   return null
+}
+
+/** protobufjs's bool: true when any byte of the varint (up to ten) has a value bit set. */
+function varintBool(r: WireReader, stop: number): boolean {
+  const start = r.pos
+  r.skipVarint(stop)
+  for (let p = start; p < r.pos; p++) if (r.buf[p] & 127) return true
+  return false
+}
+
+/** A non-negative int64 below 2^49 (seven bytes) is that number, as int64Value gives it; -1 for another (protobufjs's). */
+function smallInt(r: WireReader, stop: number): number {
+  const b = r.buf
+  let p = r.pos
+  let v = 0
+  let scale = 1
+  for (let i = 0; i < 7; i++) {
+    if (p >= stop) return -1
+    const c = b[p++]
+    v += (c & 127) * scale
+    scale *= 128
+    if (c < 128) {
+      r.pos = p
+      return v
+    }
+  }
+  return -1
 }
 
 /*

@@ -1,4 +1,5 @@
 import protobuf from 'protobufjs'
+import { WireReader } from './wire.js'
 
 /*
  * A first pass over an ExportTraceServiceRequest's bytes, for a consumer that reads only some
@@ -11,13 +12,14 @@ import protobuf from 'protobufjs'
  * The scan vouches for a message only where it is sure protobufjs would accept it: every length
  * within its message, every string valid UTF-8 (protobufjs's own strict reader for the non-ASCII
  * ones), fields of the wrong wire type skipped as unknown ones (as protobufjs does). Anything
- * else it does not follow — a group, a field number 0, a varint tag or length of five bytes or
- * more, nesting deeper than MAX_DEPTH, a resource or scope given twice — makes it give up
+ * else it does not follow — what wire.ts's reader refuses (a group, a field number 0, a tag or
+ * length of five bytes or more, bytes past a message's end), nesting deeper than MAX_DEPTH, a
+ * resource or scope given twice — makes it give up
  * (undefined), and the caller decodes the whole request with protobufjs instead, whose answer
  * (an error, or the items) is then the same as without the scan.
  */
 
-/** Thrown inside the scan when it cannot vouch for the message; never escapes. */
+/** Thrown inside the scan when it cannot vouch for the message (as is the reader's WireError); never escapes. */
 const UNSURE = new Error('the scan gives up; protobufjs decides')
 
 /** AnyValue nesting followed (protobufjs allows 100); deeper requests go to protobufjs. */
@@ -49,8 +51,7 @@ export interface ScannedTraces {
 
 const utf8 = (protobuf.util as unknown as { utf8: { readStrict(buf: Uint8Array, start: number, end: number): string } }).utf8
 
-class Scanner {
-  pos = 0
+class Scanner extends WireReader {
   readonly spans: number[] = []
   readonly resources: ScannedResource[] = []
 
@@ -58,90 +59,11 @@ class Scanner {
   private readonly first = new Uint8Array(256)
 
   constructor(
-    private readonly buf: Uint8Array,
+    buf: Buffer,
     private readonly prefixes: readonly Uint8Array[],
   ) {
+    super(buf)
     for (const p of prefixes) this.first[p.length ? p[0] : 0] = 1
-  }
-
-  /** A tag or a length: at most four bytes (below 2^28). */
-  private varint32(end: number): number {
-    const b = this.buf
-    let p = this.pos
-    if (p >= end) throw UNSURE
-    let c = b[p++]
-    if (c < 128) {
-      this.pos = p
-      return c
-    }
-    let v = c & 127
-    {
-      if (p >= end) throw UNSURE
-      c = b[p++]
-      v |= (c & 127) << 7
-      if (c >= 128) {
-        if (p >= end) throw UNSURE
-        c = b[p++]
-        v |= (c & 127) << 14
-        if (c >= 128) {
-          if (p >= end) throw UNSURE
-          c = b[p++]
-          if (c >= 128) throw UNSURE
-          v |= c << 21
-        }
-      }
-    }
-    this.pos = p
-    return v
-  }
-
-  /** A tag: its field number and wire type as `field << 3 | wireType`, never field 0. */
-  private tag(end: number): number {
-    const t = this.varint32(end)
-    if (t >>> 3 === 0) throw UNSURE
-    return t
-  }
-
-  /** The length of a length-delimited field; the field must end within its message. */
-  private length(end: number): number {
-    const n = this.varint32(end)
-    if (this.pos + n > end) throw UNSURE
-    return n
-  }
-
-  private skipVarint(end: number): void {
-    const b = this.buf
-    let p = this.pos
-    for (let i = 0; i < 10; i++) {
-      if (p >= end) throw UNSURE
-      if (b[p++] < 128) {
-        this.pos = p
-        return
-      }
-    }
-    throw UNSURE
-  }
-
-  /** Skips a field of an unknown number, or of a known number with another wire type (protobufjs's skipType). */
-  private skip(wireType: number, end: number): void {
-    switch (wireType) {
-      case 0:
-        return this.skipVarint(end)
-      case 1:
-        if (this.pos + 8 > end) throw UNSURE
-        this.pos += 8
-        return
-      case 2: {
-        const n = this.length(end)
-        this.pos += n
-        return
-      }
-      case 5:
-        if (this.pos + 4 > end) throw UNSURE
-        this.pos += 4
-        return
-    }
-    throw UNSURE // groups, and wire types 6 and 7
   }
 
   /** A `string` field: valid UTF-8, as protobufjs's strict reader requires. */
@@ -384,7 +306,7 @@ class Scanner {
  * then decodes it whole with protobufjs). `prefixes` are UTF-8 encoded attribute key prefixes.
  */
 export function scanTraces(buf: Uint8Array, prefixes: readonly Uint8Array[]): ScannedTraces | undefined {
-  const s = new Scanner(buf, prefixes)
+  const s = new Scanner(Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.length), prefixes)
   try {
     s.request(buf.length)
   } catch {

@@ -79,7 +79,8 @@ function bus() {
 
 const store_ = (store: Store, records: UsageRecord[]) => store.durable(store.root.transaction(() => store.usage.writeInTransaction(records, { dedupWindowMs: 0, now: Date.now() })))
 
-t.test('a dead worker\'s stored records are counted once; a live worker\'s late announcement is not counted twice', async (t) => {
+/** A worker 0 of two over a fresh store, with the other worker played through the stand-in bus. */
+async function survivor(t: Test) {
   const dir = mkdtempSync(join(tmpdir(), 'meterd-reconcile-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const store = new Store({ path: dir })
@@ -93,6 +94,11 @@ t.test('a dead worker\'s stored records are counted once; a live worker\'s late 
   t.teardown(() => exporter.shutdown())
   await exporter.whenReady()
   const counted = () => totals(exporter.index.team('team-a'), { from: -Infinity, to: Infinity, filters: [] })
+  return { store, b, exporter, counted }
+}
+
+t.test('a dead worker\'s stored records are counted once; a live worker\'s late announcement is not counted twice', async (t) => {
+  const { store, b, exporter, counted } = await survivor(t)
 
   const make = (n: number, cost: string) => Array.from({ length: n }, () => record(newId(), cost))
   // Worker 1 stores 30 records and announces them, then stores 20 more and dies before announcing them.
@@ -124,19 +130,7 @@ t.test('a dead worker\'s stored records are counted once; a live worker\'s late 
 })
 
 t.test('a worker cut off from another and joined again reads the store again: every record once, however it arrives', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'meterd-reconcile-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const store = new Store({ path: dir })
-  t.teardown(() => store.close())
-  const b = bus()
-  const exporter = new AnalyticsExporter(
-    { id: 'analytics', logger: pino({ level: 'silent' }), metrics: componentMetrics(new Registry(), 'exporter', 'analytics'), registry: new Registry() },
-    { query_api: false, max_buckets: 2000, backend: 'embedded', clickhouse_exporter: 'clickhouse', reprice_poll_ms: 1000 },
-  )
-  await exporter.start({ store, usage: store.usage, cluster: b.bus, now: () => Date.now() } as unknown as Host)
-  t.teardown(() => exporter.shutdown())
-  await exporter.whenReady()
-  const counted = () => totals(exporter.index.team('team-a'), { from: -Infinity, to: Infinity, filters: [] })
+  const { store, b, exporter, counted } = await survivor(t)
   const make = (n: number, cost: string) => Array.from({ length: n }, () => record(newId(), cost))
   const own = async (records: UsageRecord[]) => {
     const unit = store.unit()
@@ -181,24 +175,6 @@ t.test('a worker cut off from another and joined again reads the store again: ev
 
 /** An id made at `ms` (newId only makes ids later than the last it made). */
 const madeAt = (ms: number, n: number) => idTimePrefix(ms) + String(n).padStart(16, '0')
-
-/** A worker 0 of two over a fresh store, with the other worker played through the stand-in bus. */
-async function survivor(t: Test) {
-  const dir = mkdtempSync(join(tmpdir(), 'meterd-reconcile-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const store = new Store({ path: dir })
-  t.teardown(() => store.close())
-  const b = bus()
-  const exporter = new AnalyticsExporter(
-    { id: 'analytics', logger: pino({ level: 'silent' }), metrics: componentMetrics(new Registry(), 'exporter', 'analytics'), registry: new Registry() },
-    { query_api: false, max_buckets: 2000, backend: 'embedded', clickhouse_exporter: 'clickhouse', reprice_poll_ms: 1000 },
-  )
-  await exporter.start({ store, usage: store.usage, cluster: b.bus, now: () => Date.now() } as unknown as Host)
-  t.teardown(() => exporter.shutdown())
-  await exporter.whenReady()
-  const counted = () => totals(exporter.index.team('team-a'), { from: -Infinity, to: Infinity, filters: [] })
-  return { store, b, exporter, counted }
-}
 
 t.test('a dead worker\'s record committed long after it arrived (a stalled disk) is read back from the floor it told', async (t) => {
   const { store, b, counted } = await survivor(t)

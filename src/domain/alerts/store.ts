@@ -28,9 +28,10 @@ export class AlertStore {
   private readonly events: Database<AlertEvent, EventKey>
   private readonly byId = new Map<string, AlertRule>()
   private shared?: SharedTables
-  /** Rules and states as they are read: in a gateway cluster, another replica's change before it is committed here. */
+  /** Rules, states and history as they are read: in a gateway cluster, another replica's change before it is committed here. */
   private readonly shownRules: TableView<string, AlertRule>
   private readonly shownStates: TableView<string, AlertState>
+  private readonly shownEvents: TableView<EventKey, AlertEvent>
   /** Called after every rule change this process commits (the other workers then reload()). */
   onChange?: () => void
 
@@ -40,6 +41,7 @@ export class AlertStore {
     this.events = store.db('alert-events')
     this.shownRules = store.view('alert-rules')
     this.shownStates = store.view('alert-state')
+    this.shownEvents = store.view('alert-events')
     this.reload()
   }
 
@@ -59,7 +61,7 @@ export class AlertStore {
     await tables.attach([
       { db: 'alert-rules', changed: () => this.reload() },
       { db: 'alert-state', changed: () => {} },
-      // The history is read from LMDB: an event shows there once committed (it is not a change to act on).
+      // The history is read through its view: nothing to reload when an event arrives.
       { db: 'alert-events', changed: () => {} },
     ])
   }
@@ -142,13 +144,11 @@ export class AlertStore {
 
   /** A rule's history, newest first. */
   history(ruleId: string, offset: number, limit: number): { items: AlertEvent[]; total: number } {
-    const items: AlertEvent[] = []
-    let total = 0
-    for (const { value } of this.events.getRange({ start: [ruleId, Number.MAX_SAFE_INTEGER, '\uffff'], end: [ruleId, 0, ''], reverse: true })) {
-      if (total >= offset && items.length < limit) items.push(value)
-      total++
-    }
-    return { items, total }
+    const rows = [...this.shownEvents.range({ start: [ruleId, 0, ''], end: [ruleId, Number.MAX_SAFE_INTEGER, '\uffff'] })]
+    // The view gives another replica's events not yet committed here after the others: sorted
+    // by time, then id, newest first.
+    rows.sort((a, b) => b.key[1] - a.key[1] || (a.key[2] < b.key[2] ? 1 : a.key[2] > b.key[2] ? -1 : 0))
+    return { items: rows.slice(offset, offset + limit).map((r) => r.value), total: rows.length }
   }
 
   /** Runs `fn` in one write transaction and resolves once it is on disk. */

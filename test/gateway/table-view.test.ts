@@ -14,15 +14,21 @@ import { Store } from '../../src/store/store.js'
 import { removeDir, tempDir } from '../helpers/meterd.js'
 import { toolBody } from '../helpers/pricing.js'
 
-const element = { name: 'calls', aggregationType: 'COUNT', tiersMode: 'volume', unitPrice: '0.1', tiers: [] }
-
-t.test('pending rows of another replica show through the view, within the range asked', async (t) => {
+/** A store in a fresh directory, closed and removed when `t` ends. */
+function openStore(t: { teardown(fn: () => Promise<void>): void }): Store {
   const dir = tempDir('meterd-view-')
   const store = new Store({ path: dir })
   t.teardown(async () => {
     await store.close()
     removeDir(dir)
   })
+  return store
+}
+
+const element = { name: 'calls', aggregationType: 'COUNT', tiersMode: 'volume', unitPrice: '0.1', tiers: [] }
+
+t.test('pending rows of another replica show through the view, within the range asked', async (t) => {
+  const store = openStore(t)
   const tools = new ToolRegistry(store)
   const local = await tools.create('a', toolBody('local', element), Date.now())
 
@@ -45,12 +51,7 @@ t.test('pending rows of another replica show through the view, within the range 
 })
 
 t.test("an alert's history shows another replica's event before it is committed here, newest first", async (t) => {
-  const dir = tempDir('meterd-view-')
-  const store = new Store({ path: dir })
-  t.teardown(async () => {
-    await store.close()
-    removeDir(dir)
-  })
+  const store = openStore(t)
   const alerts = new AlertStore(store)
   const event = (id: string, at: string): AlertEvent => ({
     id, ruleId: 'rule-1', type: 'TRIGGERED', at, metricType: 'TOTAL_COST', operatorType: 'GREATER_THAN', value: '2', threshold: '1', windowFrom: at, windowTo: at,

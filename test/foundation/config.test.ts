@@ -88,6 +88,17 @@ t.test('env expansion, defaults and deep merge of several files', async (t) => {
   t.throws(() => loadConfigFiles([a], {}), /server\.endpoint: environment variable EP is not set/)
   const empty = writeConfig(dir, { storage: { path: '${env:NOPE:-}' } }, 'empty.yaml')
   t.equal((loadConfigFiles([empty], {}) as any).storage.path, '', 'an empty default is an empty string, not null')
+  // `:-` takes the default for an empty variable too; `-` only for an unset one, as in the shell.
+  const dash = writeConfig(dir, { server: { endpoint: '${env:EP:-127.0.0.1:1}', api_prefix: 'p${env:P-x}q' }, storage: { path: '${env:DIR-./data}' } }, 'dash.yaml')
+  const set = loadConfigFiles([dash], { EP: '', P: '', DIR: '' }) as any
+  t.same([set.server.endpoint, set.server.api_prefix, set.storage.path], ['127.0.0.1:1', 'pq', ''], 'an empty variable: the default with :-, empty with -')
+  const unset = loadConfigFiles([dash], {}) as any
+  t.same([unset.server.endpoint, unset.server.api_prefix, unset.storage.path], ['127.0.0.1:1', 'pxq', './data'], 'an unset variable: the default either way')
+  t.same((loadConfigFiles([dash], { DIR: '/d' }) as any).storage.path, '/d')
+  // The embedded config: an empty METERD_OTLP_*_ENDPOINT turns that listener off (docs/otlp.md).
+  const otlp = (env: NodeJS.ProcessEnv) => (loadConfigFiles([DEFAULT_CONFIG_PATH], env) as any).receivers.otlp
+  t.same(otlp({ METERD_OTLP_GRPC_ENDPOINT: '', METERD_OTLP_HTTP_ENDPOINT: '' }), { grpc: { endpoint: '' }, http: { endpoint: '' } })
+  t.same(otlp({}), { grpc: { endpoint: '127.0.0.1:4317' }, http: { endpoint: '127.0.0.1:4318' } })
   const broken = writeConfig(dir, {}, 'broken.yaml')
   await import('node:fs').then((fs) => fs.writeFileSync(broken, 'server: [unclosed'))
   t.throws(() => loadConfigFiles([broken], {}), /broken\.yaml/)

@@ -16,7 +16,8 @@ export class ConfigError extends Error {
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json }
 
 /**
- * Reads the files, expands `${env:VAR}` / `${env:VAR:-default}` in every string, and
+ * Reads the files, expands `${env:VAR}`, `${env:VAR:-default}` and `${env:VAR-default}` in
+ * every string, and
  * deep-merges them in order (maps merge, everything else — lists too — is replaced by the
  * later file), as the Collector does with several --config flags.
  */
@@ -58,14 +59,17 @@ export function deepMerge(a: Json, b: Json): Json {
 
 const isMap = (v: Json): v is { [k: string]: Json } => typeof v === 'object' && v !== null && !Array.isArray(v)
 
-const ENV_REF = /\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
-const WHOLE_ENV_REF = /^\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}$/
+// `${env:VAR:-default}`: the default when VAR is unset or empty; `${env:VAR-default}`: only when
+// it is unset, so an empty VAR stays empty (as in the shell) — how `METERD_OTLP_GRPC_ENDPOINT=`
+// turns a listener off in the embedded config.
+const ENV_REF = /\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:(:?)-([^}]*))?\}/g
+const WHOLE_ENV_REF = /^\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:(:?)-([^}]*))?\}$/
 
 function expandEnv(value: Json, path: string, env: NodeJS.ProcessEnv, issues: ConfigIssue[]): Json {
   if (typeof value === 'string') {
-    const resolve = (name: string, def: string | undefined): string => {
+    const resolve = (name: string, colon: string | undefined, def: string | undefined): string => {
       const v = env[name]
-      if (v !== undefined && v !== '') return v
+      if (v !== undefined && (v !== '' || colon === '')) return v
       if (def !== undefined) return def
       issues.push({ path, message: `environment variable ${name} is not set and has no default` })
       return ''
@@ -74,7 +78,7 @@ function expandEnv(value: Json, path: string, env: NodeJS.ProcessEnv, issues: Co
     if (whole) {
       // A scalar that is exactly one reference takes the type its value has in YAML
       // (`port: ${env:PORT:-8080}` is a number), as in the Collector.
-      const text = resolve(whole[1], whole[2])
+      const text = resolve(whole[1], whole[2], whole[3])
       if (text.trim() === '') return text // an empty default means an empty string, not YAML's null
       try {
         const typed = parseYaml(text) as Json
@@ -83,7 +87,7 @@ function expandEnv(value: Json, path: string, env: NodeJS.ProcessEnv, issues: Co
         return text
       }
     }
-    return value.replace(ENV_REF, (_, name: string, def: string | undefined) => resolve(name, def))
+    return value.replace(ENV_REF, (_, name: string, colon: string | undefined, def: string | undefined) => resolve(name, colon, def))
   }
   if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, `${path}[${i}]`, env, issues))
   if (isMap(value)) {

@@ -81,6 +81,8 @@ export class RedisBackend implements RateLimitBackend {
   private readonly exhausted = new Map<string, number>()
   /** caller → end of its block. */
   private readonly blocks = new Map<CallerKey, number>()
+  /** caller|bucket → the count Redis last answered, and its window: what a cached block reports, since blocked requests count nowhere. */
+  private readonly counts = new Map<string, { window: number; count: number }>()
   private sweptWindow = 0
   private failing = false
   private readonly prefix: string
@@ -116,8 +118,12 @@ export class RedisBackend implements RateLimitBackend {
   async hit(caller: CallerKey, bucket: RateLimitBucket, window: number, limit: number, now: number): Promise<Hit> {
     if (window !== this.sweptWindow) this.sweep(window, now)
     const blocked = this.blocks.get(caller)
-    if (blocked !== undefined && blocked > now) return { count: 0, blockedUntil: blocked }
     const k = `${caller}|${bucket}`
+    if (blocked !== undefined && blocked > now) {
+      // X-RateLimit-Remaining stays what is left of the window, as an uncached answer says.
+      const seen = this.counts.get(k)
+      return { count: seen?.window === window ? seen.count : 0, blockedUntil: blocked }
+    }
     if (this.exhausted.get(k) === window) return { count: limit + 1, blockedUntil: 0 }
     let res: [number, number]
     try {
@@ -128,6 +134,7 @@ export class RedisBackend implements RateLimitBackend {
     }
     this.recovered()
     const [count, blockedUntil] = res
+    this.counts.set(k, { window, count })
     if (blockedUntil > 0) this.blocks.set(caller, blockedUntil)
     else if (count >= limit) this.exhausted.set(k, window)
     return { count, blockedUntil }
@@ -203,6 +210,7 @@ export class RedisBackend implements RateLimitBackend {
   private sweep(window: number, now: number): void {
     this.sweptWindow = window
     for (const [k, w] of this.exhausted) if (w < window) this.exhausted.delete(k)
+    for (const [k, c] of this.counts) if (c.window < window) this.counts.delete(k)
     for (const [k, until] of this.blocks) if (until <= now) this.blocks.delete(k)
   }
 }

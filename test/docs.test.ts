@@ -46,16 +46,23 @@ t.test('docs/errors.md has a section for every error code the source answers', a
     /\b(?:invalid|conflict)\(\s*'([a-z_]+)'/g, // invalid(code, ...), conflict(code, ...)
     /new PermanentError\([^)]*?,\s*'([a-z_]+)'/g, // new PermanentError(message, code, ...)
     /\bcode: '([a-z_]+)'/g, // field problems
+    /new ApiError\(\s*\d{3},\s*'[a-z_]+',\s*[\w.]+ \? '([a-z_]+)' : '([a-z_]+)'/g, // a code chosen by a condition
   ]
   for (const f of files) {
     if (f.startsWith('webhooks/verify') || f.startsWith('cli/')) continue // verification reasons are not API errors
     const text = readFileSync(join(PACKAGE_ROOT, 'src', f), 'utf8')
-    for (const re of patterns) for (const m of text.matchAll(re)) codes.add(m[1])
+    for (const re of patterns) for (const m of text.matchAll(re)) for (const c of m.slice(1)) if (c) codes.add(c)
   }
-  codes.add('invalid_record') // PermanentError's default code
   const doc = readFileSync(join(PACKAGE_ROOT, 'docs', 'errors.md'), 'utf8')
   const headings = new Set([...doc.matchAll(/^## ([a-z_]+)$/gm)].map((m) => m[1]))
   t.ok(codes.size > 20, `found the codes (${codes.size})`)
   const missing = [...codes].filter((c) => !headings.has(c)).sort()
   t.same(missing, [], `every code has a "## <code>" section in docs/errors.md (doc_url points there); add: ${missing.join(', ')}`)
+  // The other way round: a client must not be told to handle a code meterd cannot answer.
+  const unknown = [...headings].filter((h) => !codes.has(h)).sort()
+  t.same(unknown, [], `every "## <code>" section of docs/errors.md is a code the source answers; remove: ${unknown.join(', ')}`)
+  // The status table at the top links every section once, and nothing else.
+  const table = doc.slice(doc.indexOf('| Status | Codes |'), doc.indexOf('\n---'))
+  const linked = [...table.matchAll(/\[`([a-z_]+)`\]\(#\1\)/g)].map((m) => m[1]).sort()
+  t.same(linked, [...headings].sort(), 'the status table links every code section of docs/errors.md once')
 })

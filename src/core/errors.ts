@@ -74,7 +74,8 @@ export class PermanentError extends Error {
   readonly kind = 'permanent' as const
   constructor(
     message: string,
-    readonly code = 'invalid_record',
+    /** Required: every code the API answers has its section in docs/errors.md. */
+    readonly code: string,
     /** The offending field, as a dotted path into the client's body (`subscriber.id`). */
     readonly param?: string,
     /** Index of the offending item when a batch was sent. */

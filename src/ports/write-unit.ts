@@ -14,6 +14,15 @@ export interface WriteUnit {
   readonly committed: boolean
   /** Resolves once every step has run and the transaction is on disk; rejects (for every caller) if a step threw. */
   commit(): Promise<void>
+  /**
+   * Writes nothing of the unit: no step runs and `commit()` rejects with `err` for every caller.
+   * A branch that cannot take a request (its queue is full) refuses the unit, so a sibling branch
+   * does not store what the client is then told to send again (a retry would be answered from
+   * dedup and never reach the branch that refused). False when the steps have already run.
+   */
+  refuse(err: Error): boolean
+  /** Whether `err` is the refusal the unit was refused with: its writers pass it on as it is. */
+  refusedWith(err: unknown): boolean
 }
 
 /** Where write units come from: the store (Store.unit()). */

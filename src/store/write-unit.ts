@@ -23,6 +23,7 @@ export class LmdbWriteUnit implements WriteUnit {
   private running = false
   private done?: Promise<void>
   private durable = false
+  private refusal?: Error
 
   constructor(private readonly store: Environment) {}
 
@@ -40,10 +41,23 @@ export class LmdbWriteUnit implements WriteUnit {
     return this.durable
   }
 
+  refuse(err: Error): boolean {
+    // lmdb-js runs the transaction callback in a later turn of the event loop, never inside
+    // commit(): a branch of the same fan-out refuses before it.
+    if (this.running) return false
+    this.refusal ??= err
+    return true
+  }
+
+  refusedWith(err: unknown): boolean {
+    return err !== undefined && err === this.refusal
+  }
+
   /** Resolves once every step has run and the transaction is on disk; rejects (for every caller) if a step threw. */
   commit(): Promise<void> {
     return (this.done ??= this.store.durable(
       this.store.root.transaction(() => {
+        if (this.refusal) throw this.refusal
         this.running = true
         for (const step of this.steps) step()
       }),

@@ -109,6 +109,38 @@ t.test('ClickHouse stopped for a while, then restarted: the queue drains and eve
   t.equal(await metric(m.url, 'meterd_clickhouse_inserted_records_total'), acked.length, 'the inserted counter says so too')
 })
 
+t.test('a full queue: the request is refused as a whole, so its retry reaches ClickHouse instead of being answered from dedup', async (t) => {
+  let ch = await startClickHouse()
+  t.teardown(async () => {
+    await ch.stop()
+    ch.remove()
+  })
+  await unmerged(ch.url, 'full')
+  await ch.stop()
+  const m = await startMeterd(t, { config: config(ch.url, 'full', { max_queue_records: 3 }) })
+  const key = await m.key()
+  const acked: string[] = []
+  for (let i = 0; i < 3; i++) {
+    const body = completion()
+    t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body })).status, 201)
+    acked.push(body.transactionId as string)
+  }
+  const refused = completion()
+  const full = await call(`${m.url}/meter/v2/ai/completions`, { key, body: refused })
+  t.equal(full.status, 503, 'the queue is full')
+  const local = await call(`${m.url}/profitstream/v2/api/sources/metrics/ai/completions?transactionId=${refused.transactionId}`, { key })
+  t.same(Object.values(local.body._embedded ?? {}).flat(), [], 'the lmdb branch did not store it either')
+
+  ch = await startClickHouse({ dir: ch.dir, httpPort: ch.httpPort, tcpPort: ch.tcpPort })
+  await unmerged(ch.url, 'full')
+  await until('the queue to drain', async () => ((await metric(m.url, 'meterd_clickhouse_queue_records')) === 0 ? true : undefined))
+  t.equal((await call(`${m.url}/meter/v2/ai/completions`, { key, body: refused })).status, 201, 'the retry is stored')
+  acked.push(refused.transactionId as string)
+  await until('the retried record in ClickHouse', async () => ((await contents(ch.url, 'full')).rows === acked.length ? true : undefined))
+  const got = await contents(ch.url, 'full')
+  t.same([...got.tx.keys()].sort(), [...acked].sort(), 'every acknowledged record, the retried one too, once')
+})
+
 t.test('an insert whose acknowledgement is lost on the way back is not inserted twice', async (t) => {
   const ch = await startClickHouse()
   t.teardown(async () => {

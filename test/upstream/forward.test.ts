@@ -106,6 +106,39 @@ t.test('a full queue answers 503 with Retry-After and drops nothing', async (t) 
   t.match((await call(`${side.url}/metrics`)).text, /meterd_upstream_queue_records\{exporter="upstream"\} 3/)
 })
 
+t.test('a full queue beside the lmdb exporter: the refused record is stored nowhere, and its retry reaches the upstream', async (t) => {
+  // The record must not be kept by the lmdb branch while the upstream branch refuses it: the
+  // client's retry would then be answered from dedup and the upstream would never get it.
+  for (const exporters of [['lmdb', 'upstream'], ['upstream', 'lmdb']]) {
+    await t.test(exporters.join(', '), async (t) => {
+      let up = false
+      const upstream = await scripted(t, (body) => {
+        if (!up) return { status: 503, headers: { 'retry-after': '1' }, body: { error: { code: 'unavailable' } } }
+        return { status: 201, body: (Array.isArray(body) ? body : [body]).map(() => ({ id: 'x' })) }
+      })
+      const config = sidecarConfig(upstream.url, 'hak_x_scriptedscriptedscripted', { max_queue_records: 2 })
+      config.service.pipelines.usage.exporters = exporters
+      const side = await startMeterd(t, { config })
+      const key = await side.key()
+      for (let i = 0; i < 2; i++) t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 201)
+      const refused = completion()
+      const full = await call(`${side.url}/meter/v2/ai/completions`, { key, body: refused })
+      t.equal(full.status, 503, 'the queue is full')
+      const local = await call(`${side.url}${LIST}/ai/completions?transactionId=${refused.transactionId}`, { key })
+      t.equal(local.status, 200)
+      t.same(Object.values(local.body._embedded ?? {}).flat(), [], 'and the lmdb branch did not store it either')
+      up = true
+      await until('the queue to drain', async () => ((await call(`${side.url}/metrics`)).text.includes('meterd_upstream_queue_records{exporter="upstream"} 0') ? true : undefined))
+      t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: refused })).status, 201, 'the retry is stored')
+      await until('the upstream to get the retried record', async () =>
+        upstream.received.some((r) => (Array.isArray(r.body) ? r.body : [r.body]).some((x: any) => x.transactionId === refused.transactionId)) ? true : undefined,
+      )
+      const again = await call(`${side.url}${LIST}/ai/completions?transactionId=${refused.transactionId}`, { key })
+      t.equal(Object.values(again.body._embedded).flat().length, 1, 'stored once locally')
+    })
+  }
+})
+
 /** A stand-in upstream that answers by a script, recording what it received. */
 async function scripted(t: Teardown, answer: (body: any, n: number) => { status: number; body?: unknown; headers?: Record<string, string> }) {
   const received: { at: number; body: any }[] = []

@@ -117,12 +117,22 @@ export class ClickHouseExporter implements ConsumingComponent {
     await this.client?.close()
   }
 
+  /**
+   * The queue is full: the request is refused as a whole (the records are not stored by the other
+   * branches either), so that the client's retry reaches this queue too instead of being answered
+   * from dedup.
+   */
+  private full(batch: Batch<UsageRecord>, depth: number): ThrottledError {
+    this.settings.metrics.refused(batch.items.length)
+    const err = new ThrottledError(`the clickhouse queue is full (${depth} records)`, 1000)
+    if (!unitOf(batch, this.host!.store).refuse(err))
+      this.settings.logger.warn({ records: batch.items.length }, 'clickhouse queue full after another branch stored the records: they are not queued for ClickHouse')
+    return err
+  }
+
   private async consume(batch: Batch<UsageRecord>): Promise<void> {
     const queue = this.queue!
-    if (queue.depth + batch.items.length > this.config.max_queue_records) {
-      this.settings.metrics.refused(batch.items.length)
-      throw new ThrottledError(`the clickhouse queue is full (${queue.depth} records)`, 1000)
-    }
+    if (queue.depth + batch.items.length > this.config.max_queue_records) throw this.full(batch, queue.depth)
     const now = this.host!.now()
     let n = 0
     unitOf(batch, this.host!.store).add(() => {
@@ -149,6 +159,7 @@ export class ClickHouseExporter implements ConsumingComponent {
     try {
       await batch.ctx.unit!.commit()
     } catch (err) {
+      if (batch.ctx.unit!.refusedWith(err)) throw err // another branch's queue is full: it counts the refusal
       this.settings.metrics.failed(batch.items.length)
       throw new RetryableError(`clickhouse queue write failed: ${(err as Error).message}`, err)
     }

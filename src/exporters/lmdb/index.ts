@@ -70,6 +70,7 @@ export class LmdbExporter implements ConsumingComponent {
     try {
       await unit.commit()
     } catch (err) {
+      if (unit.refusedWith(err)) throw err // another branch's queue is full: it counts the refusal
       this.settings.metrics.failed(batch.items.length)
       if (err instanceof StoreUnwritableError) throw err
       throw new RetryableError(`lmdb write failed: ${(err as Error).message}`, err)

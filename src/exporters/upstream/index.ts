@@ -86,7 +86,12 @@ export class UpstreamExporter implements ConsumingComponent {
     const queue = this.queue!
     if (queue.depth + batch.items.length > this.config.max_queue_records) {
       this.settings.metrics.refused(batch.items.length)
-      throw new ThrottledError(`the upstream queue is full (${queue.depth} records)`, 1000)
+      const err = new ThrottledError(`the upstream queue is full (${queue.depth} records)`, 1000)
+      // Refused as a whole (the other branches store nothing either), so the client's retry
+      // reaches this queue too instead of being answered from dedup.
+      if (!unitOf(batch, this.host!.store).refuse(err))
+        this.settings.logger.warn({ records: batch.items.length }, 'upstream queue full after another branch stored the records: they are not queued for the upstream')
+      throw err
     }
     const now = this.host!.now()
     const items = batch.items.map((r) => ({ id: r.id, value: queued(r, now) }))
@@ -95,6 +100,7 @@ export class UpstreamExporter implements ConsumingComponent {
     try {
       await unit.commit()
     } catch (err) {
+      if (unit.refusedWith(err)) throw err // another branch's queue is full: it counts the refusal
       this.settings.metrics.failed(items.length)
       throw new RetryableError(`upstream queue write failed: ${(err as Error).message}`, err)
     }

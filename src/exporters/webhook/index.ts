@@ -82,6 +82,7 @@ export class WebhookExporter implements ConsumingComponent {
     try {
       await unit.commit()
     } catch (err) {
+      if (unit.refusedWith(err)) throw err // another branch's queue is full: it counts the refusal
       this.settings.metrics.failed(wanted.length)
       throw new RetryableError(`webhook queue write failed: ${(err as Error).message}`, err)
     }

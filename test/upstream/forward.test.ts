@@ -104,6 +104,11 @@ t.test('a full queue answers 503 with Retry-After and drops nothing', async (t) 
   t.ok(Number(full.headers.get('retry-after')) >= 1, 'with Retry-After')
   t.equal(full.body.error.type, 'api_error')
   t.match((await call(`${side.url}/metrics`)).text, /meterd_upstream_queue_records\{exporter="upstream"\} 3/)
+  for (let i = 0; i < 5; i++) t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 503)
+  // The state is logged once when it begins, not once per refused request (with a stack each).
+  const lines = side.logs.map((l) => JSON.parse(l))
+  t.equal(lines.filter((l) => l.msg?.startsWith('upstream queue full')).length, 1, 'one warning for the episode')
+  t.equal(lines.filter((l) => l.msg === 'request failed').length, 0, 'no error line per refused request')
 })
 
 t.test('a full queue beside the lmdb exporter: the refused record is stored nowhere, and its retry reaches the upstream', async (t) => {

@@ -62,6 +62,8 @@ export class ClickHouseExporter implements ConsumingComponent {
   private readonly target: ClickHouseTarget
   private readonly backoff: Backoff
   private stopped = true
+  /** Whether the queue is refusing requests (full): its start and end are logged once each. */
+  private refusing = false
   private loop?: Promise<void>
   /** The sender's wait between attempts: records and shutdown cut it short. */
   private readonly nap = new Nap(() => this.stopped || this.backoff.failures === 0)
@@ -124,6 +126,8 @@ export class ClickHouseExporter implements ConsumingComponent {
    */
   private full(batch: Batch<UsageRecord>, depth: number): ThrottledError {
     this.settings.metrics.refused(batch.items.length)
+    if (!this.refusing) this.settings.logger.warn({ queued: depth, max: this.config.max_queue_records }, 'clickhouse queue full: requests are answered 503 until it drains')
+    this.refusing = true
     const err = new ThrottledError(`the clickhouse queue is full (${depth} records)`, 1000)
     if (!unitOf(batch, this.host!.store).refuse(err))
       this.settings.logger.warn({ records: batch.items.length }, 'clickhouse queue full after another branch stored the records: they are not queued for ClickHouse')
@@ -165,6 +169,10 @@ export class ClickHouseExporter implements ConsumingComponent {
     }
     queue.added(n)
     this.settings.metrics.accepted(n)
+    if (this.refusing) {
+      this.refusing = false
+      this.settings.logger.info({ queued: queue.depth }, 'clickhouse queue accepting records again')
+    }
     if (queue.depth >= this.config.batch_size) this.nap.wake()
   }
 

@@ -44,6 +44,8 @@ export class UpstreamExporter implements ConsumingComponent {
   private readonly nap = new Nap(() => this.stopped || this.failures === 0)
   private readonly abort = new AbortController()
   private failures = 0
+  /** Whether the queue is refusing requests (full): its start and end are logged once each. */
+  private refusing = false
   private readonly sent: Counter
   private readonly errors: Counter
 
@@ -86,6 +88,8 @@ export class UpstreamExporter implements ConsumingComponent {
     const queue = this.queue!
     if (queue.depth + batch.items.length > this.config.max_queue_records) {
       this.settings.metrics.refused(batch.items.length)
+      if (!this.refusing) this.settings.logger.warn({ queued: queue.depth, max: this.config.max_queue_records }, 'upstream queue full: requests are answered 503 until it drains')
+      this.refusing = true
       const err = new ThrottledError(`the upstream queue is full (${queue.depth} records)`, 1000)
       // Refused as a whole (the other branches store nothing either), so the client's retry
       // reaches this queue too instead of being answered from dedup.
@@ -106,6 +110,10 @@ export class UpstreamExporter implements ConsumingComponent {
     }
     queue.added(items.length)
     this.settings.metrics.accepted(items.length)
+    if (this.refusing) {
+      this.refusing = false
+      this.settings.logger.info({ queued: queue.depth }, 'upstream queue accepting records again')
+    }
     this.nap.wake()
   }
 

@@ -157,8 +157,10 @@ export class HttpServer {
       this.send(res, ctx, reply instanceof Promise ? await reply : reply)
     } catch (err) {
       const apiErr = toApiError(err)
-      // A store that cannot write is logged once per episode by the service, not once per request.
-      if (apiErr.status >= 500 && apiErr.code !== 'store_unwritable') this.opts.logger.error({ err, path: req.url }, 'request failed')
+      // A 503 that names a state of the daemon (the store cannot write, a queue is full, analytics
+      // is loading) is logged where that state begins and counted in metrics, not once per
+      // request: under load a log line with a stack per request would bury everything else.
+      if (apiErr.status >= 500 && !STATE_CODES.has(apiErr.code)) this.opts.logger.error({ err, path: req.url }, 'request failed')
       this.send(res, ctx, errorReply(apiErr))
     } finally {
       this.inFlight--
@@ -229,6 +231,9 @@ export class HttpServer {
     res.end(ctx?.method === 'HEAD' ? undefined : payload)
   }
 }
+
+/** 5xx codes that answer for a state the daemon logs and counts elsewhere (see handle). */
+const STATE_CODES = new Set(['store_unwritable', 'overloaded', 'analytics_loading'])
 
 /** The base URL a client called: its Host header, else the address it reached. */
 function originOf(host: string | undefined, socket: { localAddress?: string; localPort?: number }): string {

@@ -37,6 +37,17 @@ t.test('the reference covers every component and every key of its schema', async
   t.match(md, '| `storage.path` |', 'top-level storage keys are documented')
 })
 
+t.test('a Defaults block says which of its values are only examples of required keys', async (t) => {
+  const md = renderConfigReference()
+  // The upstream exporter has no default endpoint or api_key: its block must not pass them off as defaults.
+  const block = md.slice(md.indexOf('<a id="exporter-upstream"></a>'))
+  const heading = /\n(Defaults[^\n]*):\n/.exec(block)?.[1]
+  t.equal(heading, 'Defaults (`endpoint`, `api_key`: required, shown with an example)')
+  t.match(block.slice(block.indexOf(heading!)), 'endpoint: https://meterd-gateway:8080', 'the example is still shown, so the block works as an override')
+  const lmdb = md.slice(md.indexOf('<a id="exporter-lmdb"></a>'))
+  t.match(lmdb, /\nDefaults:\n/, 'a component without required keys keeps the plain heading')
+})
+
 t.test('docs/errors.md has a section for every error code the source answers', async (t) => {
   const { readdirSync } = await import('node:fs')
   const files = (readdirSync(join(PACKAGE_ROOT, 'src'), { recursive: true }) as string[]).filter((f) => f.endsWith('.ts'))

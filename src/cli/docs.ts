@@ -64,7 +64,10 @@ export function renderConfigReference(factories: readonly Factory[] = FACTORIES)
       const rows = table(f.schema, '')
       if (rows.length) out.push(...rows)
       else out.push('No settings.')
-      out.push('', 'Defaults:', '', '```yaml', stringify({ [SECTION[kind]]: { [f.type]: defaults(f.schema) } }).trimEnd(), '```', '')
+      const { value, examples } = defaults(f.schema)
+      // A required key has no default: say that its value in the block is only an example.
+      const heading = examples.length ? `Defaults (${examples.map((k) => `\`${k}\``).join(', ')}: required, shown with an example):` : 'Defaults:'
+      out.push('', heading, '', '```yaml', stringify({ [SECTION[kind]]: { [f.type]: value } }).trimEnd(), '```', '')
     }
   }
   return out.join('\n').replace(/\n{3,}/g, '\n\n').trimEnd() + '\n'
@@ -79,13 +82,17 @@ function anchor(kind: Kind, type: string): string {
   return `${kind}-${type}`.toLowerCase().replace(/[^a-z0-9-]/g, '-')
 }
 
-function defaults(schema: TSchema): unknown {
+function defaults(schema: TSchema): { value: unknown; examples: string[] } {
   const v = Value.Default(schema, {}) as Record<string, unknown>
   // A required key without a default is shown with its example, so the block works as an override.
   const props = (schema as { properties?: Record<string, TSchema> }).properties ?? {}
+  const examples: string[] = []
   for (const key of (schema as { required?: string[] }).required ?? [])
-    if (v && typeof v === 'object' && !(key in v) && props[key]?.examples?.length) v[key] = props[key].examples[0]
-  return v && typeof v === 'object' && Object.keys(v).length === 0 ? {} : v
+    if (v && typeof v === 'object' && !(key in v) && props[key]?.examples?.length) {
+      v[key] = props[key].examples[0]
+      examples.push(key)
+    }
+  return { value: v && typeof v === 'object' && Object.keys(v).length === 0 ? {} : v, examples }
 }
 
 interface Row {

@@ -36,7 +36,8 @@ export function storeGauges(registry: Registry, store: Store, storage: StorageCo
       return (lastPageNumber + 1) * pageSize
     }),
   )
-  gauge('meterd_store_max_bytes', 'Upper bound of the data file (storage.max_size_mb)', () => storage.max_size_mb * 1024 * 1024)
+  // lmdb-js maps more when the data outgrows max_size_mb, so this is no bound on the file.
+  gauge('meterd_store_max_bytes', 'storage.max_size_mb: the initial size of the memory map, not a bound (lmdb-js maps more as the data grows; watch the free space)', () => storage.max_size_mb * 1024 * 1024)
   gauge('meterd_store_filesystem_free_bytes', 'Space left for meterd on the file system of the data directory', () =>
     attempt(() => {
       const s = statfsSync(storage.path)

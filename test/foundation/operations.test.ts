@@ -46,6 +46,7 @@ t.test('health, readiness per pipeline, Prometheus metrics per component, debug 
   t.match(metrics.text, /^meterd_http_request_duration_seconds_bucket\{le="0\.1",method="POST",route="\/meter\/v2\/ai\/completions",status="201"\} \d+$/m, 'with a latency histogram')
   for (const g of ['meterd_store_file_bytes', 'meterd_store_used_bytes', 'meterd_store_max_bytes', 'meterd_store_filesystem_free_bytes'])
     t.match(metrics.text, new RegExp(`^${g} [1-9]\\d*$`, 'm'), `${g}: the data directory's size and free space`)
+  t.match(metrics.text, /^# HELP meterd_store_max_bytes .*not a bound/m, 'max_size_mb is not passed off as the most the data file may grow to')
   t.match(metrics.text, /^meterd_build_info\{version="\d+\.\d+\.\d+",node="\d+\.\d+\.\d+"\} 1$/m, 'build info')
   t.notMatch(metrics.text, /kind="extension"/, 'no item counters for extensions, which handle no items')
   // Counts accumulate between scrapes and are never counted twice.

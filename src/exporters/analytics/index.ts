@@ -375,7 +375,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
 export const analyticsFactory: ExporterFactory<typeof schema> = {
   kind: 'exporter',
   type: 'analytics',
-  description: 'In-memory analytics of the stored usage records, with the /analytics read endpoints',
+  description: 'Analytics of the stored usage records, with the /analytics read endpoints: from memory, or from ClickHouse (backend)',
   signals: ['usage'],
   schema,
   create: (settings, config) => new AnalyticsExporter(settings, config),

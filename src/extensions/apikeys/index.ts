@@ -8,8 +8,8 @@ import { KeyStore, type ApiKeyRecord } from './key-store.js'
 
 const schema = Type.Object(
   {
-    bootstrap: Type.Boolean({ default: true, description: 'On an empty key store, create a first admin key and print it once' }),
-    bootstrap_key: Type.Optional(Type.String({ minLength: 20, description: 'Use this value as the first admin key instead of a random one' })),
+    bootstrap: Type.Boolean({ default: true, description: 'On an empty key store, create a first admin key: bootstrap_key, else METERD_BOOTSTRAP_API_KEY (neither is printed), else a random one printed once on stdout' }),
+    bootstrap_key: Type.Optional(Type.String({ minLength: 20, description: 'Use this value as the first admin key instead of a random one (it wins over METERD_BOOTSTRAP_API_KEY)' })),
   },
   { additionalProperties: false },
 )

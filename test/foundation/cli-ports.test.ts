@@ -25,3 +25,17 @@ t.test('start-up failures, ports in use: one human line naming the cause and the
     t.equal(lines.filter((l) => l.startsWith('meterd: ')).length, 1, `${what}: one human line`)
   }
 })
+
+t.test('a METERD_BOOTSTRAP_API_KEY shorter than bootstrap_key allows is refused at start, and no key is made', async (t) => {
+  const dir = tempDir('meterd-start-')
+  t.teardown(() => removeDir(dir))
+  const dataDir = join(dir, 'data')
+  const r = await meterd(['run'], { env: { METERD_DATA_DIR: dataDir, METERD_BOOTSTRAP_API_KEY: 'short' } })
+  t.equal(r.code, 78)
+  const lines = r.stderr.trim().split('\n')
+  t.match(lines[lines.length - 1], /^meterd: METERD_BOOTSTRAP_API_KEY is 5 characters long: the first admin key must have at least 20 — set a longer random value/)
+  t.notMatch(r.stderr + r.stdout, /hak_default_/, 'no key was generated in its place')
+  const keys = await meterd(['keys', 'list', '--json'], { env: { METERD_DATA_DIR: dataDir } })
+  t.equal(keys.code, 0)
+  t.same(JSON.parse(keys.stdout), [], 'the store holds no key')
+})

@@ -1,15 +1,18 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../host/component.js'
 import { ApiError } from '../../core/errors.js'
-import { startupWriteFailure } from '../../core/startup-error.js'
+import { StartupError, startupWriteFailure } from '../../core/startup-error.js'
 import { presentedKey, type AdmissionRequest, type Authenticator, type Principal } from '../../transport/admission/index.js'
 import { resolveKeyRoute } from './resolve-key.js'
 import { KeyStore, type ApiKeyRecord } from './key-store.js'
 
+/** The shortest first admin key accepted (bootstrap_key or METERD_BOOTSTRAP_API_KEY). */
+const MIN_BOOTSTRAP_KEY = 20
+
 const schema = Type.Object(
   {
     bootstrap: Type.Boolean({ default: true, description: 'On an empty key store, create a first admin key: bootstrap_key, else METERD_BOOTSTRAP_API_KEY (neither is printed), else a random one printed once on stdout' }),
-    bootstrap_key: Type.Optional(Type.String({ minLength: 20, description: 'Use this value as the first admin key instead of a random one (it wins over METERD_BOOTSTRAP_API_KEY)' })),
+    bootstrap_key: Type.Optional(Type.String({ minLength: MIN_BOOTSTRAP_KEY, description: 'Use this value as the first admin key instead of a random one (it wins over METERD_BOOTSTRAP_API_KEY)' })),
   },
   { additionalProperties: false },
 )
@@ -34,6 +37,12 @@ export class ApiKeys implements Component, Authenticator {
     host.http.route(resolveKeyRoute)
     if (this.config.bootstrap && this.keys.isEmpty()) {
       const supplied = this.config.bootstrap_key ?? (process.env.METERD_BOOTSTRAP_API_KEY || undefined)
+      // The same floor as bootstrap_key's schema: an admin key short enough to guess is refused.
+      if (supplied !== undefined && supplied.length < MIN_BOOTSTRAP_KEY)
+        throw new StartupError(
+          `METERD_BOOTSTRAP_API_KEY is ${supplied.length} characters long: the first admin key must have at least ${MIN_BOOTSTRAP_KEY}`,
+          'set a longer random value (e.g. `openssl rand -hex 24`), or unset it to have a key generated and printed',
+        )
       // Without it nobody could use the daemon: a disk that cannot take it stops the start, in one line.
       const { key, record } = await this.keys
         .create({ team: 'default', scopes: ['admin'], name: 'first admin key', key: supplied }, { bootstrap: true })

@@ -47,6 +47,8 @@ export function dataDirFailure(err: unknown, path: string): Error {
   if (/EEXIST|ENOTDIR/.test(text))
     return new StartupError(`${where}: it (or a parent) is a file, not a directory`, `point storage.path (METERD_DATA_DIR) at a directory`)
   if (/EROFS/.test(text)) return new StartupError(`${where}: the file system is read-only`, `point storage.path (METERD_DATA_DIR) at a writable directory`)
+  if (/ENOENT/.test(text))
+    return new StartupError(`${where}: a directory cannot be made there (ENOENT: the file system, /proc say, has no such directories)`, `point storage.path (METERD_DATA_DIR) at a directory on a disk`)
   const space = lackOfSpace(err)
   if (space) {
     endLmdbWriteErrorLine(err)

@@ -1,5 +1,5 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, statSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 
 /** The data directory and every file meterd writes in it are its owner's only. */
 export const DATA_DIR_MODE = 0o700
@@ -14,7 +14,7 @@ const WORLD = 0o007
  */
 export function prepareDataDir(path: string): string[] {
   if (!existsSync(path)) {
-    mkdirSync(path, { recursive: true, mode: DATA_DIR_MODE })
+    makeDirs(path)
     return []
   }
   const tightened: string[] = []
@@ -34,4 +34,24 @@ export function prepareDataDir(path: string): string[] {
     for (const f of readdirSync(path, { withFileTypes: true })) if (f.isFile()) tighten(join(path, f.name))
   } catch {}
   return tightened
+}
+
+/**
+ * `mkdir -p` with DATA_DIR_MODE, one level at a time. Node's recursive mkdirSync never returns
+ * where mkdir answers ENOENT under a parent that exists (a path under /proc, some FUSE mounts):
+ * the daemon hung at start, busy in the kernel. Here that ENOENT is thrown, and the start says so.
+ */
+export function makeDirs(path: string): void {
+  const missing: string[] = []
+  for (let p = resolve(path); !existsSync(p); p = dirname(p)) {
+    missing.push(p)
+    if (dirname(p) === p) break
+  }
+  for (const dir of missing.reverse()) {
+    try {
+      mkdirSync(dir, { mode: DATA_DIR_MODE })
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    }
+  }
 }

@@ -1,6 +1,6 @@
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
+import { readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { DATA_DIR_MODE } from './data-dir.js'
+import { makeDirs } from './data-dir.js'
 
 /** sysexits.h EX_TEMPFAIL: the data directory is in use; it can be retried once the other daemon stops. */
 export const EX_TEMPFAIL = 75
@@ -31,7 +31,7 @@ export interface DataDirLock {
  * Throws DataDirLockedError (exit 75) when another live process holds it.
  */
 export function acquireDataDirLock(dir: string): DataDirLock {
-  mkdirSync(dir, { recursive: true, mode: DATA_DIR_MODE })
+  makeDirs(dir)
   const path = join(dir, LOCK_FILE)
   const mine = `${process.pid}\n`
   for (let attempt = 0; ; attempt++) {

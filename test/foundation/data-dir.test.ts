@@ -6,6 +6,8 @@
 import { chmodSync, mkdirSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
+import { makeDirs } from '../../src/store/data-dir.js'
+import { meterd } from '../helpers/cli.js'
 import { ADMIN_KEY, removeDir, spawnMeterd, startMeterd, tempDir } from '../helpers/meterd.js'
 
 const modeOf = (p: string) => statSync(p).mode & 0o777
@@ -60,4 +62,26 @@ t.test('METERD_BOOTSTRAP_API_KEY is never echoed; a generated first key is print
   await g.stop()
   const printed = g.stdout.join('').match(/hak_default_[A-Za-z0-9]{32}/g) ?? []
   t.equal(new Set(printed).size, 1, 'one generated key is printed, for the operator to keep')
+})
+
+t.test('a data directory that cannot be made (under /proc) stops the start with one line, instead of hanging', { skip: process.platform !== 'linux' && 'needs /proc' }, async (t) => {
+  // Node's recursive mkdirSync never returns for such a path (mkdir answers ENOENT under a parent that exists).
+  const started = Date.now()
+  const r = await meterd(['run'], { env: { METERD_DATA_DIR: '/proc/meterd-no-such-dir/data' } })
+  t.ok(Date.now() - started < 20_000, 'it returns')
+  t.equal(r.code, 78)
+  const lines = r.stderr.trim().split('\n')
+  t.match(lines[lines.length - 1], /^meterd: cannot open the data directory \/proc\/meterd-no-such-dir\/data \(storage\.path\): a directory cannot be made there .* — point storage\.path \(METERD_DATA_DIR\) at a directory on a disk$/)
+  t.notMatch(r.stderr, /\n\s+at /, 'no stack trace')
+})
+
+t.test('makeDirs makes every missing level owner-only, and leaves what exists', async (t) => {
+  const previous = process.umask(0o022)
+  t.teardown(() => process.umask(previous))
+  const dir = tempDir()
+  t.teardown(() => removeDir(dir))
+  makeDirs(join(dir, 'a', 'b', 'c'))
+  t.same(['a', join('a', 'b'), join('a', 'b', 'c')].map((p) => modeOf(join(dir, p)).toString(8)), ['700', '700', '700'])
+  makeDirs(join(dir, 'a', 'b', 'c')) // again: nothing to do, no error
+  t.throws(() => makeDirs('/proc/meterd-no-such-dir/x'), { code: 'ENOENT' }, 'an ENOENT is thrown, not looped on')
 })

@@ -211,11 +211,14 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
   route('GET', '/:id', 'platform:read', (ctx) => ({ status: 200, body: view(d, load(ctx)) }))
 
   const update = (full: boolean) => async (ctx: RequestContext): Promise<Reply> => {
-    const c = load(ctx)
+    load(ctx)
     const f = parseFields(d, await ctx.json(), full)
     await checkDestination(d, f.url)
+    // Read again after the awaits: a change committed meanwhile is kept, a deletion is a 404.
+    let c = load(ctx)
     if (f.signingEnabled !== undefined && !(await store.setSigningEnabled(c.id, f.signingEnabled)))
       throw invalid('no_signing_secret', 'this configuration has no signing secret yet: call rotate-signing-secret', 'signingEnabled')
+    c = load(ctx)
     const { signingEnabled: _s, ...fields } = f
     const next: ExportConfiguration = { ...c, ...fields, updatedAt: iso() }
     if (full) {
@@ -226,7 +229,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
       next.timeoutMs = f.timeoutMs ?? null
     }
     if (next.enabled) delete next.disabledReason
-    await store.put(next)
+    if (!(await store.update(next))) throw notFound(`no export configuration ${ctx.params.id}`, 'id')
     return { status: 200, body: view(d, next) }
   }
   route('PATCH', '/:id', 'platform:write', update(false))
@@ -245,6 +248,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     if (!isObject(body)) throw invalid('invalid_body', 'the body must be {} or {"immediate": true}')
     if (body.immediate !== undefined && typeof body.immediate !== 'boolean') throw invalid('invalid_field', 'immediate must be a boolean', 'immediate')
     const signingSecret = await store.rotate(c.id, body.immediate === true, host.now())
+    if (signingSecret === undefined) throw notFound(`no export configuration ${ctx.params.id}`, 'id')
     // The only response that ever carries the secret; never logged.
     return { status: 200, body: { signingSecret }, headers: { 'cache-control': 'no-store' } }
   })

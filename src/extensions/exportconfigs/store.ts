@@ -77,6 +77,27 @@ export class ExportConfigStore implements ConfigurationSource {
     await this.putRow(c)
   }
 
+  /**
+   * Writes a change to a configuration that still exists, in the transaction that checks it: a
+   * PATCH or PUT that read its body while a DELETE committed must not bring the configuration
+   * back (without its signing secret). False when it is gone.
+   */
+  async update(c: ExportConfiguration): Promise<boolean> {
+    await this.shared?.writable()
+    const kept = await this.store.durable(
+      this.store.root.transaction(() => {
+        if (this.configs.get(c.id) === undefined) return false
+        this.configs.put(c.id, c)
+        return true
+      }),
+    )
+    if (!kept) return false
+    this.index(c)
+    await this.shared?.wrote('export_configurations', [c.id])
+    this.onChange?.()
+    return true
+  }
+
   /** The delivery engine's own change (disabling a failing endpoint) is made even while Redis is down. */
   private async putRow(c: ExportConfiguration): Promise<void> {
     await this.store.durable(this.configs.put(c.id, c))
@@ -184,14 +205,22 @@ export class ExportConfigStore implements ConfigurationSource {
   }
 
   /** Rotates (or first enables) signing; the returned secret is shown to the caller once and kept only sealed. */
-  async rotate(id: string, immediate: boolean, now: number): Promise<string> {
+  async rotate(id: string, immediate: boolean, now: number): Promise<string | undefined> {
     const secret = newSecret()
     // A current secret no key opens cannot sign an overlap: the rotation is then immediate.
     const state = this.live(this.signingOf(id), now)
     if (state?.current && !this.readable(state.current, id)) immediate = true
     const next = rotate(state, this.box.seal(secret, id), { immediate, now })
     await this.shared?.writable()
-    await this.store.durable(this.signing.put(id, next))
+    // A configuration deleted meanwhile gets no secret (none would be shown for nothing).
+    const kept = await this.store.durable(
+      this.store.root.transaction(() => {
+        if (this.configs.get(id) === undefined) return false
+        this.signing.put(id, next)
+        return true
+      }),
+    )
+    if (!kept) return undefined
     await this.shared?.wrote('export_configuration_signing', [id])
     return secret
   }

@@ -110,6 +110,26 @@ export class AlertStore {
     this.onChange?.()
   }
 
+  /**
+   * Writes a change to a rule that still exists, in the transaction that checks it: a PUT that
+   * read its body while a DELETE committed must not bring the rule back. False when it is gone.
+   */
+  async update(rule: AlertRule): Promise<boolean> {
+    await this.shared?.writable()
+    const kept = await this.store.durable(
+      this.store.root.transaction(() => {
+        if (this.rules.get(rule.id) === undefined) return false
+        this.rules.put(rule.id, rule)
+        return true
+      }),
+    )
+    if (!kept) return false
+    this.byId.set(rule.id, rule)
+    await this.shared?.wrote('alert-rules', [rule.id])
+    this.onChange?.()
+    return true
+  }
+
   /** Removes a rule with its state and history. */
   async remove(rule: AlertRule): Promise<void> {
     await this.shared?.writable()

@@ -118,13 +118,16 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
   })
 
   route('PUT', '/:id', 'platform:write', async (ctx) => {
-    const current = load(ctx)
+    load(ctx)
     const body = await ctx.json()
+    // Read again after the body: a change committed meanwhile is kept, a deletion is a 404.
+    let current = load(ctx)
     checkBodyTeam(body, current.team)
     const fields = parseRule(body, current)
     await checkWebhooks(fields, current.team)
+    current = load(ctx)
     const rule: AlertRule = { ...current, ...fields, updatedAt: iso() }
-    await store.put(rule)
+    if (!(await store.update(rule))) throw notFound(`no alert rule ${ctx.params.id}`, 'id')
     // A changed rule is measured afresh; a disabled one stops firing without an event (docs/alerts.md).
     evaluator.forget(rule.id)
     if (!rule.enabled && evaluator.state(rule).firing) await store.setState(rule.id, INITIAL_STATE)

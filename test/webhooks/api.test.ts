@@ -256,3 +256,20 @@ t.test('a new configuration is signed from its first delivery with the secret it
   t.match(first.headers['x-service-signature-256'], /^sha256=[0-9a-f]{64}$/, '…carries one signature')
   t.ok(verifyWebhook(first.body, first.headers, { secrets: created.body.signingSecret, now: m.clock.now }).ok, 'which verifies with the secret of the create answer')
 })
+
+t.test('a body naming another team is a 403 team_mismatch, not a configuration made in the key\'s team', async (t) => {
+  const { m } = await startWebhookMeterd(t)
+  const key = await m.key({ team: 'team-a' })
+  const refused = await call(api(m), { key, body: { name: 'b', url: 'http://127.0.0.1:9/hook', teamId: 'team-b' } })
+  t.equal(refused.status, 403)
+  t.match(refused.body.error, { type: 'permission_error', code: 'team_mismatch', param: 'teamId' })
+  t.same((await call(api(m), { key })).body.data, [], 'nothing was created')
+  const own = await call(api(m), { key, body: { name: 'a', url: 'http://127.0.0.1:9/hook', teamId: 'team-a' } })
+  t.equal(own.status, 201, 'the key\'s own team may be repeated')
+  for (const method of ['PATCH', 'PUT']) {
+    const res = await call(`${api(m)}/${own.body.id}`, { method, key, body: { name: 'x', url: 'http://127.0.0.1:9/hook', team: 'team-b' } })
+    t.equal(res.status, 403, method)
+    t.equal(res.body.error.code, 'team_mismatch')
+  }
+  t.equal((await call(`${api(m)}/${own.body.id}`, { key })).body.name, 'a', 'unchanged')
+})

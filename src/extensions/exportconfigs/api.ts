@@ -4,6 +4,7 @@ import { invalid, notFound } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
 import type { RequestContext, Reply } from '../../transport/http/server.js'
 import { isDateTime } from '../../model/schemas.js'
+import { withoutOwnIdentity } from '../../domain/ingest/identity.js'
 import { DestinationRefused } from '../../domain/webhooks/destination.js'
 import type { DeliveryEngine } from '../../domain/webhooks/engine.js'
 import { EVENT_TYPES, FILTER_FIELDS, USAGE_EVENT_TYPES, type Delivery, type ExportConfiguration, type Filters, type SubscribableEventType } from '../../domain/webhooks/model.js'
@@ -164,6 +165,11 @@ async function optionalJson(ctx: RequestContext): Promise<unknown> {
   return ctx.json()
 }
 
+/** The body, which may repeat the key's own team (as the CLI's do) but never name another (403, as for tools and alert rules). */
+async function configBody(ctx: RequestContext): Promise<unknown> {
+  return withoutOwnIdentity(await ctx.json(), ctx.principal!)
+}
+
 export function mountExportConfigurationRoutes(d: ApiDeps): void {
   const { host, store, engine } = d
   const base = `/${host.server.api_prefix}/v2/api/export-configurations`
@@ -185,7 +191,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
 
   route('POST', '', 'platform:write', async (ctx) => {
     const team = checkTeam(ctx)
-    const f = parseFields(d, await ctx.json(), true)
+    const f = parseFields(d, await configBody(ctx), true)
     await checkDestination(d, f.url)
     const now = iso()
     const c: ExportConfiguration = {
@@ -212,7 +218,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
 
   const update = (full: boolean) => async (ctx: RequestContext): Promise<Reply> => {
     load(ctx)
-    const f = parseFields(d, await ctx.json(), full)
+    const f = parseFields(d, await configBody(ctx), full)
     await checkDestination(d, f.url)
     // Read again after the awaits: a change committed meanwhile is kept, a deletion is a 404.
     let c = load(ctx)

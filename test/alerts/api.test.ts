@@ -66,6 +66,13 @@ t.test('unknown values answer 400 naming the field and listing the allowed value
   }
   const teamMismatch = await call(alertsApi(m), { key, body: cliRule({ teamId: 'team-b' }) })
   t.equal(teamMismatch.status, 403, 'a teamId in the body must be the key’s team')
+  for (const team of ['team-b', { id: 'team-b' }]) {
+    const res = await call(alertsApi(m), { key, body: cliRule({ team }) })
+    t.equal(res.status, 403, `team ${JSON.stringify(team)} in the body is another team`)
+    t.match(res.body?.error, { code: 'team_mismatch', param: 'team' })
+  }
+  t.same((await call(alertsApi(m), { key })).body._embedded.aIAnomalyResourceList, [], 'no rule was made in the key’s team')
+  t.equal((await call(alertsApi(m), { key, body: cliRule({ teamId: 'team-a', team: { id: 'team-a' } }) })).status, 201, 'the key’s own team may be repeated')
 })
 
 t.test('accepted spellings: _TO operators, IN filters, budgets, change operators, Slack objects', async (t) => {

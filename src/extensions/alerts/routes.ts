@@ -3,6 +3,7 @@ import { ApiError, invalid, notFound } from '../../core/errors.js'
 import type { AlertEvaluator } from '../../domain/alerts/evaluator.js'
 import { INITIAL_STATE, type AlertRule, type AlertState } from '../../domain/alerts/model.js'
 import { parseRule } from '../../domain/alerts/parse.js'
+import { withoutOwnIdentity } from '../../domain/ingest/identity.js'
 import { DestinationRefused } from '../../domain/webhooks/destination.js'
 import type { AlertStore } from '../../domain/alerts/store.js'
 import { checkTeam, halPage, paging } from '../../transport/http/query.js'
@@ -52,11 +53,12 @@ export function ruleView(rule: AlertRule, state: AlertState) {
   }
 }
 
-/** `teamId` in a body, like in the query, must be the key's own team. */
-function checkBodyTeam(body: unknown, team: string): void {
-  const asked = typeof body === 'object' && body !== null ? (body as Record<string, unknown>).teamId : undefined
-  if (asked !== undefined && asked !== null && asked !== '' && asked !== team)
-    throw new ApiError(403, 'permission_error', 'team_mismatch', 'teamId does not match the team of the API key', { param: 'teamId' })
+/**
+ * A body may repeat the key's identity (`teamId` as a rule's GET shows it), never name another
+ * team (`teamId` or `team`) or tenant: 403, as for tools and export configurations.
+ */
+function checkBodyTeam(body: unknown, ctx: RequestContext): void {
+  withoutOwnIdentity(body, ctx.principal!)
 }
 
 /**
@@ -101,7 +103,7 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
   route('POST', '', 'platform:write', async (ctx) => {
     const team = checkTeam(ctx)
     const body = await ctx.json()
-    checkBodyTeam(body, team)
+    checkBodyTeam(body, ctx)
     const fields = parseRule(body)
     if (store.forTeam(team).length >= d.maxRulesPerTeam)
       throw invalid('too_many_rules', `a team holds at most ${d.maxRulesPerTeam} alert rules (alerts.max_rules_per_team)`, undefined, 422)
@@ -122,7 +124,7 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     const body = await ctx.json()
     // Read again after the body: a change committed meanwhile is kept, a deletion is a 404.
     let current = load(ctx)
-    checkBodyTeam(body, current.team)
+    checkBodyTeam(body, ctx)
     const fields = parseRule(body, current)
     await checkWebhooks(fields, current.team)
     current = load(ctx)

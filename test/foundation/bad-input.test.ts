@@ -95,6 +95,9 @@ const cases: Case[] = [
   { name: 'unknown metering route', path: '/meter/v2/ai/nothing', body: completion(), status: 404, code: 'route_not_found' },
   { name: 'unknown operations route', path: '/nothing', key: 'none', method: 'GET', status: 404, code: 'route_not_found' },
   { name: 'read-back with a bad page size', path: '/profitstream/v2/api/sources/metrics/ai/completions?size=0', method: 'GET', status: 400, code: 'invalid_parameter', param: 'size' },
+  { name: 'read-back with a hexadecimal page', path: '/profitstream/v2/api/sources/metrics/ai/completions?page=0x10', method: 'GET', status: 400, code: 'invalid_parameter', param: 'page' },
+  { name: 'tool list with an exponent size', path: '/profitstream/v2/api/tools?size=1e2', method: 'GET', status: 400, code: 'invalid_parameter', param: 'size' },
+  { name: 'trace list with a signed page', path: '/profitstream/v2/api/analytics/traces?page=%2B1', method: 'GET', status: 400, code: 'invalid_parameter', param: 'page' },
   { name: 'read-back with a bad from', path: '/profitstream/v2/api/sources/metrics/ai/completions?from=soon', method: 'GET', status: 400, code: 'invalid_parameter', param: 'from' },
   { name: "read-back with another team's teamId", path: '/profitstream/v2/api/sources/metrics/ai/completions?teamId=team-b', method: 'GET', status: 403, code: 'team_mismatch', param: 'teamId' },
 ]

@@ -20,7 +20,8 @@ export function paging(ctx: RequestContext): { page: number; size: number } {
     const v = ctx.query.get(name)
     if (v === null || v === '') return def
     const n = Number(v)
-    if (!Number.isInteger(n) || n < min || n > max) throw invalid('invalid_parameter', `${name} must be an integer from ${min} to ${max}`, name)
+    // Digits only: Number() would also take 0x10, 1e3, +5 and " 5", which no client means as a page.
+    if (!/^\d+$/.test(v) || n < min || n > max) throw invalid('invalid_parameter', `${name} must be an integer from ${min} to ${max}`, name)
     return n
   }
   return { page: int('page', 0, 0, 1_000_000), size: int('size', 20, 1, MAX_PAGE_SIZE) }

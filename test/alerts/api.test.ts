@@ -1,5 +1,5 @@
 import t from 'tap'
-import { call } from '../helpers/meterd.js'
+import { call, startMeterd } from '../helpers/meterd.js'
 import { T0, alertsApi, cliRule, costing, startAlertsMeterd } from '../helpers/alerts.js'
 
 t.test('the CLI body creates a rule with a short id; GET shows threshold, currentValue and firing', async (t) => {
@@ -112,4 +112,19 @@ t.test('PUT replaces what it sends and keeps the rest; DELETE removes; another t
   const reader = await m.key({ team: 'team-a', scopes: ['platform:read'] })
   t.equal((await call(alertsApi(m), { key: reader, body: cliRule() })).status, 403, 'creating needs platform:write')
   t.equal((await call(alertsApi(m), { key: reader })).status, 200)
+})
+
+t.test('a burst of creations stops at max_rules_per_team: rules still being written count', async (t) => {
+  const m = await startMeterd(t, {
+    config: {
+      extensions: { alerts: { evaluation_interval_seconds: 3600, max_rules_per_team: 3 } },
+      service: { extensions: ['apikeys', 'exportconfigs', 'tools', 'alerts'] },
+    },
+  })
+  const key = await m.key({ team: 'team-a' })
+  const statuses = await Promise.all(Array.from({ length: 12 }, () => call(alertsApi(m), { key, body: cliRule() }).then((r) => r.status)))
+  t.same(statuses.filter((s) => s === 201).length, 3, 'three created')
+  t.same(statuses.filter((s) => s === 422).length, 9, 'the rest refused with too_many_rules')
+  t.equal((await call(alertsApi(m), { key })).body.page.totalElements, 3)
+  t.equal((await call(alertsApi(m), { key, body: cliRule() })).status, 422, 'and the next one too')
 })

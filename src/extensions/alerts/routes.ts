@@ -69,6 +69,8 @@ function checkBodyTeam(body: unknown, ctx: RequestContext): void {
 export function mountAlertRoutes(d: AlertRouteDeps): void {
   const { host, store, evaluator } = d
   const base = `/${host.server.api_prefix}/v2/api/sources/ai/anomaly`
+  /** Rules being created per team, not yet in the store. */
+  const creatingFor = new Map<string, number>()
   const route = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, scope: 'platform:read' | 'platform:write', handler: (ctx: RequestContext) => Promise<Reply> | Reply) =>
     host.http.route({ method, path: base + path, bucket: 'platform', scope, handler })
   const load = (ctx: RequestContext): AlertRule => {
@@ -105,13 +107,22 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     const body = await ctx.json()
     checkBodyTeam(body, ctx)
     const fields = parseRule(body)
-    if (store.forTeam(team).length >= d.maxRulesPerTeam)
+    // Creations still being written count too: a burst of POSTs would otherwise all pass the check.
+    const creating = creatingFor.get(team) ?? 0
+    if (store.forTeam(team).length + creating >= d.maxRulesPerTeam)
       throw invalid('too_many_rules', `a team holds at most ${d.maxRulesPerTeam} alert rules (alerts.max_rules_per_team)`, undefined, 422)
-    await checkWebhooks(fields, team)
-    const now = iso()
-    const rule: AlertRule = { id: store.newId(), team, ...fields, createdAt: now, updatedAt: now }
-    await store.put(rule)
-    return { status: 201, body: ruleView(rule, INITIAL_STATE) }
+    creatingFor.set(team, creating + 1)
+    try {
+      await checkWebhooks(fields, team)
+      const now = iso()
+      const rule: AlertRule = { id: store.newId(), team, ...fields, createdAt: now, updatedAt: now }
+      await store.put(rule)
+      return { status: 201, body: ruleView(rule, INITIAL_STATE) }
+    } finally {
+      const left = (creatingFor.get(team) ?? 1) - 1
+      if (left > 0) creatingFor.set(team, left)
+      else creatingFor.delete(team)
+    }
   })
 
   route('GET', '/:id', 'platform:read', (ctx) => {

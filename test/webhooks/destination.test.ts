@@ -38,6 +38,8 @@ t.test('addresses that embed an IPv4 address are judged by the address they embe
   t.notOk(new DestinationGuard(['64:ff9b::/96']).refuses(hostOf('http://[64:ff9b::a00:1]/')), 'unless the IPv6 range itself is allowed')
 
   t.throws(() => guard.checkLiteral(new URL('http://example.com:0/')), { code: 'destination_refused' }, 'port 0 is refused')
+  for (const u of ['http://localhost./', 'http://LOCALHOST./x', 'http://a.localhost./'])
+    t.throws(() => guard.checkLiteral(new URL(u)), { code: 'destination_refused' }, `${u} (fully qualified) is a loopback name`)
 })
 
 t.test('a name is resolved at creation: refused when every address it resolves to is internal', async (t) => {

@@ -107,9 +107,7 @@ export class DestinationGuard {
     if (url.port === '0') throw new DestinationRefused('port 0 cannot be called')
     const host = url.hostname.replace(/^\[|\]$/g, '')
     if (isIP(host) && this.refuses(host)) throw new DestinationRefused(`${host} is a private, loopback or link-local address`)
-    if (host === 'localhost' || host.endsWith('.localhost')) {
-      if (this.refuses('127.0.0.1')) throw new DestinationRefused(`${host} is a loopback name`)
-    }
+    if (isLoopbackName(host) && this.refuses('127.0.0.1')) throw new DestinationRefused(`${host} is a loopback name`)
   }
 
   /**
@@ -120,7 +118,7 @@ export class DestinationGuard {
   async check(url: URL): Promise<void> {
     this.checkLiteral(url)
     const host = url.hostname
-    if (isIP(host.replace(/^\[|\]$/g, '')) || host === 'localhost' || host.endsWith('.localhost')) return
+    if (isIP(host.replace(/^\[|\]$/g, '')) || isLoopbackName(host)) return
     const addresses = await new Promise<LookupAddress[] | undefined>((resolve) => {
       const timer = setTimeout(() => resolve(undefined), RESOLVE_TIMEOUT_MS)
       timer.unref()
@@ -149,4 +147,10 @@ export class DestinationGuard {
       ;(callback as any)(null, ok[0].address, ok[0].family)
     })
   }
+}
+
+/** `localhost` and its subdomains, also written fully qualified (`localhost.`), which the URL parser keeps. */
+function isLoopbackName(host: string): boolean {
+  const name = host.endsWith('.') ? host.slice(0, -1) : host
+  return name === 'localhost' || name.endsWith('.localhost')
 }

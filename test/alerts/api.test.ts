@@ -1,6 +1,6 @@
 import t from 'tap'
 import { call, startMeterd } from '../helpers/meterd.js'
-import { T0, alertsApi, cliRule, costing, startAlertsMeterd } from '../helpers/alerts.js'
+import { T0, alertsApi, cliRule, costing, exportApi, startAlertsMeterd } from '../helpers/alerts.js'
 
 t.test('the CLI body creates a rule with a short id; GET shows threshold, currentValue and firing', async (t) => {
   const { m, alerts } = await startAlertsMeterd(t)
@@ -127,4 +127,24 @@ t.test('a burst of creations stops at max_rules_per_team: rules still being writ
   t.same(statuses.filter((s) => s === 422).length, 9, 'the rest refused with too_many_rules')
   t.equal((await call(alertsApi(m), { key })).body.page.totalElements, 3)
   t.equal((await call(alertsApi(m), { key, body: cliRule() })).status, 422, 'and the next one too')
+})
+
+t.test('a rule whose export configuration was deleted can still be changed (disabled, or re-sent as the CLI does)', async (t) => {
+  const { m } = await startAlertsMeterd(t)
+  const key = await m.key({ team: 'team-a' })
+  const config = await call(exportApi(m), { key, body: { name: 'alerts', url: 'http://127.0.0.1:9/hook', eventTypes: ['alert.triggered'] } })
+  t.equal(config.status, 201)
+  const created = await call(alertsApi(m), { key, body: cliRule({ webhookConfigurations: [config.body.id] }) })
+  t.equal(created.status, 201)
+  const url = `${alertsApi(m)}/${created.body.id}`
+  t.equal((await call(`${exportApi(m)}/${config.body.id}`, { method: 'DELETE', key })).status, 204)
+
+  const disabled = await call(url, { method: 'PUT', key, body: { enabled: false } })
+  t.equal(disabled.status, 200, 'disabling does not trip over the deleted configuration')
+  t.equal(disabled.body.enabled, false)
+  const resent = await call(url, { method: 'PUT', key, body: { ...(await call(url, { key })).body, name: 'renamed' } })
+  t.equal(resent.status, 200, 'get → merge → put passes')
+  const added = await call(url, { method: 'PUT', key, body: { webhookConfigurations: [config.body.id, 'exp_unknown'] } })
+  t.equal(added.status, 400, 'an id the rule did not hold is still checked')
+  t.equal(added.body.error.param, 'webhookConfigurations[1]')
 })

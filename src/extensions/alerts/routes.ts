@@ -79,8 +79,11 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     return rule
   }
   const iso = () => new Date(host.now()).toISOString()
-  const checkWebhooks = async (rule: Pick<AlertRule, 'webhookConfigurations' | 'slackConfigurations'>, team: string) => {
+  const checkWebhooks = async (rule: Pick<AlertRule, 'webhookConfigurations' | 'slackConfigurations'>, team: string, current?: AlertRule) => {
     rule.webhookConfigurations.forEach((id, i) => {
+      // An id the rule already holds is not judged again: its configuration may have been deleted
+      // since, and a PUT that only disables the rule (or the CLI's get → merge → put) must still pass.
+      if (current?.webhookConfigurations.includes(id)) return
       if (d.notifier && !d.notifier.knows(team, id))
         throw invalid('unknown_export_configuration', `no export configuration ${id} in this team`, `webhookConfigurations[${i}]`)
     })
@@ -137,7 +140,7 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     let current = load(ctx)
     checkBodyTeam(body, ctx)
     const fields = parseRule(body, current)
-    await checkWebhooks(fields, current.team)
+    await checkWebhooks(fields, current.team, current)
     current = load(ctx)
     const rule: AlertRule = { ...current, ...fields, updatedAt: iso() }
     if (!(await store.update(rule))) throw notFound(`no alert rule ${ctx.params.id}`, 'id')

@@ -20,3 +20,31 @@ export async function slowWrite(url: string, key: string, method: string, body: 
   await ended
   return Number(answer.split(' ')[1])
 }
+
+/**
+ * Sends the requests' headers, then all their bodies in one go: the handlers, each waiting for
+ * its body, then run side by side, as requests from clients racing each other would.
+ */
+export async function together(reqs: { url: string; key: string; method: string; body: string }[]): Promise<{ status: number; body: any }[]> {
+  const sockets = reqs.map((r) => {
+    const u = new URL(r.url)
+    const socket = connect(Number(u.port), u.hostname)
+    socket.write(
+      `${r.method} ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nx-api-key: ${r.key}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(r.body)}\r\nconnection: close\r\n\r\n`,
+    )
+    let answer = ''
+    socket.on('data', (chunk) => (answer += chunk))
+    const ended = new Promise<string>((resolve) => socket.on('close', () => resolve(answer)))
+    return { socket, ended }
+  })
+  await new Promise((r) => setTimeout(r, 200))
+  reqs.forEach((r, i) => sockets[i].socket.write(r.body))
+  return Promise.all(
+    sockets.map(async ({ ended }) => {
+      const text = await ended
+      const body = text.slice(text.indexOf('\r\n\r\n') + 4)
+      return { status: Number(text.split(' ')[1]), body: body ? JSON.parse(body) : undefined }
+    }),
+  )
+}

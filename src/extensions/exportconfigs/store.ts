@@ -207,16 +207,18 @@ export class ExportConfigStore implements ConfigurationSource {
   /** Rotates (or first enables) signing; the returned secret is shown to the caller once and kept only sealed. */
   async rotate(id: string, immediate: boolean, now: number): Promise<string | undefined> {
     const secret = newSecret()
-    // A current secret no key opens cannot sign an overlap: the rotation is then immediate.
-    const state = this.live(this.signingOf(id), now)
-    if (state?.current && !this.readable(state.current, id)) immediate = true
-    const next = rotate(state, this.box.seal(secret, id), { immediate, now })
+    const sealed = this.box.seal(secret, id)
     await this.shared?.writable()
-    // A configuration deleted meanwhile gets no secret (none would be shown for nothing).
+    // The state is read inside the write transaction: two rotations (or a rotation and a
+    // PATCH of signingEnabled) at once each build on the other's result, so no secret answered
+    // 200 is overwritten. A configuration deleted meanwhile gets no secret.
     const kept = await this.store.durable(
       this.store.root.transaction(() => {
         if (this.configs.get(id) === undefined) return false
-        this.signing.put(id, next)
+        const state = this.live(this.signingOf(id), now)
+        // A current secret no key opens cannot sign an overlap: the rotation is then immediate.
+        const atOnce = immediate || Boolean(state?.current && !this.readable(state.current, id))
+        this.signing.put(id, rotate(state, sealed, { immediate: atOnce, now }))
         return true
       }),
     )
@@ -231,7 +233,13 @@ export class ExportConfigStore implements ConfigurationSource {
     if (enabled && !s?.current) return false
     if (s) {
       await this.shared?.writable()
-      await this.store.durable(this.signing.put(id, { ...s, enabled }))
+      // Read again in the transaction: a rotation committed meanwhile keeps its new secret.
+      await this.store.durable(
+        this.store.root.transaction(() => {
+          const latest = this.signingOf(id)
+          if (latest) this.signing.put(id, { ...latest, enabled })
+        }),
+      )
       await this.shared?.wrote('export_configuration_signing', [id])
     }
     return true

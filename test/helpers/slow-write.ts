@@ -23,23 +23,26 @@ export async function slowWrite(url: string, key: string, method: string, body: 
 
 /**
  * Sends the requests' headers, then all their bodies in one go: the handlers, each waiting for
- * its body, then run side by side, as requests from clients racing each other would.
+ * its body, then run side by side, as requests from clients racing each other would. A request
+ * without a body (a DELETE) is sent whole at that moment, its handler running on its headers.
  */
 export async function together(reqs: { url: string; key: string; method: string; body: string }[]): Promise<{ status: number; body: any }[]> {
+  const later = new Map<(typeof reqs)[number], string>()
   const sockets = reqs.map((r) => {
     const u = new URL(r.url)
     const socket = connect(Number(u.port), u.hostname)
-    socket.write(
+    const head =
       `${r.method} ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nx-api-key: ${r.key}\r\ncontent-type: application/json\r\n` +
-        `content-length: ${Buffer.byteLength(r.body)}\r\nconnection: close\r\n\r\n`,
-    )
+      `content-length: ${Buffer.byteLength(r.body)}\r\nconnection: close\r\n\r\n`
+    if (r.body !== '') socket.write(head)
+    else later.set(r, head)
     let answer = ''
     socket.on('data', (chunk) => (answer += chunk))
     const ended = new Promise<string>((resolve) => socket.on('close', () => resolve(answer)))
     return { socket, ended }
   })
   await new Promise((r) => setTimeout(r, 200))
-  reqs.forEach((r, i) => sockets[i].socket.write(r.body))
+  reqs.forEach((r, i) => sockets[i].socket.write(later.get(r) ?? r.body))
   return Promise.all(
     sockets.map(async ({ ended }) => {
       const text = await ended

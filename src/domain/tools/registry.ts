@@ -174,38 +174,48 @@ export class ToolRegistry {
    * as a whole. On a YAML tool this stores an overlay (MERGED); its toolId cannot change.
    */
   async update(team: string, id: string, body: unknown, now: number): Promise<Tool> {
-    const current = this.get(team, id)
-    if (!current) throw notFound(`no tool with id ${id}`, 'id')
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ApiError(400, 'invalid_request_error', 'invalid_body', 'the body must be a JSON object')
-    const merged = { ...specOf(current), ...(body as Record<string, unknown>) }
-    if (current.configSource !== 'DATABASE' && merged.toolId !== current.toolId)
-      throw new ApiError(400, 'invalid_request_error', 'invalid_field', 'toolId of a tool declared in the config cannot change', { param: 'toolId' })
-    const spec = parseToolSpec(merged)
-    const at = new Date(now).toISOString()
-    const next: Tool = {
-      ...spec,
-      id: current.id,
-      team,
-      configSource: current.configSource === 'DATABASE' ? 'DATABASE' : 'MERGED',
-      created: current.created,
-      updated: at,
-      revision: current.revision + 1,
+    // A write committed between the read below and this one's transaction (another PUT, a
+    // DELETE) is found in the transaction: a deleted tool is a 404, a changed one is read again
+    // and the body merged over it, so no PUT undoes a deletion or reuses a revision number.
+    for (;;) {
+      const current = this.get(team, id)
+      if (!current) throw notFound(`no tool with id ${id}`, 'id')
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ApiError(400, 'invalid_request_error', 'invalid_body', 'the body must be a JSON object')
+      const merged = { ...specOf(current), ...(body as Record<string, unknown>) }
+      if (current.configSource !== 'DATABASE' && merged.toolId !== current.toolId)
+        throw new ApiError(400, 'invalid_request_error', 'invalid_field', 'toolId of a tool declared in the config cannot change', { param: 'toolId' })
+      const spec = parseToolSpec(merged)
+      const at = new Date(now).toISOString()
+      const next: Tool = {
+        ...spec,
+        id: current.id,
+        team,
+        configSource: current.configSource === 'DATABASE' ? 'DATABASE' : 'MERGED',
+        created: current.created,
+        updated: at,
+        revision: current.revision + 1,
+      }
+      let outcome = 'done' as 'done' | 'clash' | 'gone' | 'changed'
+      await this.shared?.writable()
+      await this.written(
+        this.tools.transaction(() => {
+          const stored = this.tools.get([team, id])
+          if (stored?.deleted) return void (outcome = 'gone')
+          if (current.configSource === 'YAML' ? stored !== undefined : stored?.revision !== current.revision) return void (outcome = 'changed')
+          const owner = this.ids.get([team, spec.toolId])
+          if (owner !== undefined && owner !== id) return void (outcome = 'clash')
+          if (spec.toolId !== current.toolId && this.declaration(team, spec.toolId)) return void (outcome = 'clash')
+          if (spec.toolId !== current.toolId) this.ids.remove([team, current.toolId])
+          this.tools.put([team, id], next)
+          this.ids.put([team, spec.toolId], id)
+        }),
+      )
+      if (outcome === 'changed') continue
+      if (outcome === 'gone') throw notFound(`no tool with id ${id}`, 'id')
+      if (outcome === 'clash') throw duplicate(spec.toolId)
+      await this.wrote(team, id, spec.toolId === current.toolId ? [spec.toolId] : [spec.toolId, current.toolId])
+      return next
     }
-    let clash = false
-    await this.shared?.writable()
-    await this.written(
-      this.tools.transaction(() => {
-        const owner = this.ids.get([team, spec.toolId])
-        if (owner !== undefined && owner !== id) return void (clash = true)
-        if (spec.toolId !== current.toolId && this.declaration(team, spec.toolId)) return void (clash = true)
-        if (spec.toolId !== current.toolId) this.ids.remove([team, current.toolId])
-        this.tools.put([team, id], next)
-        this.ids.put([team, spec.toolId], id)
-      }),
-    )
-    if (clash) throw duplicate(spec.toolId)
-    await this.wrote(team, id, spec.toolId === current.toolId ? [spec.toolId] : [spec.toolId, current.toolId])
-    return next
   }
 
   /** Soft delete: the tool leaves the registry (its events go unpriced) until restored. */
@@ -213,15 +223,21 @@ export class ToolRegistry {
     const current = this.get(team, id)
     if (!current) throw notFound(`no tool with id ${id}`, 'id')
     if (current.configSource !== 'DATABASE') throw declaredInConfig(current.toolId)
-    const gone: Tool = { ...current, deleted: new Date(now).toISOString(), updated: new Date(now).toISOString(), revision: current.revision + 1 }
+    const at = new Date(now).toISOString()
+    let gone = undefined as Tool | undefined
     await this.shared?.writable()
     await this.written(
       this.tools.transaction(() => {
+        // Built from the row as it is now: a PUT committed meanwhile keeps its revision number.
+        const latest = this.tools.get([team, id])
+        if (!latest || latest.deleted) return
+        gone = { ...latest, deleted: at, updated: at, revision: latest.revision + 1 }
         this.tools.put([team, id], gone)
-        if (this.ids.get([team, current.toolId]) === id) this.ids.remove([team, current.toolId])
+        if (this.ids.get([team, latest.toolId]) === id) this.ids.remove([team, latest.toolId])
       }),
     )
-    await this.wrote(team, id, [current.toolId])
+    if (!gone) throw notFound(`no tool with id ${id}`, 'id')
+    await this.wrote(team, id, [gone.toolId])
     return gone
   }
 
@@ -229,19 +245,25 @@ export class ToolRegistry {
     const current = this.get(team, id, true)
     if (!current) throw notFound(`no tool with id ${id}`, 'id')
     if (!current.deleted) return current
-    const { deleted: _, ...rest } = current
-    const back: Tool = { ...rest, updated: new Date(now).toISOString(), revision: current.revision + 1 }
     if (this.declaration(team, current.toolId)) throw duplicate(current.toolId)
     let clash = false
+    let back = undefined as Tool | undefined
     await this.shared?.writable()
     await this.written(
       this.tools.transaction(() => {
-        if (this.ids.get([team, current.toolId]) !== undefined) return void (clash = true)
+        const latest = this.tools.get([team, id])
+        if (!latest) return
+        // Restored meanwhile: this restore has nothing left to do.
+        if (!latest.deleted) return void (back = latest)
+        if (this.ids.get([team, latest.toolId]) !== undefined) return void (clash = true)
+        const { deleted: _, ...rest } = latest
+        back = { ...rest, updated: new Date(now).toISOString(), revision: latest.revision + 1 }
         this.tools.put([team, id], back)
-        this.ids.put([team, current.toolId], id)
+        this.ids.put([team, latest.toolId], id)
       }),
     )
     if (clash) throw duplicate(current.toolId)
+    if (!back) throw notFound(`no tool with id ${id}`, 'id')
     await this.wrote(team, id, [current.toolId])
     return back
   }

@@ -56,6 +56,8 @@ t.test('validation: each failure is a 400 naming the field', async (t) => {
     ['unlimited before the last', el({ tiers: [{ upTo: null, unitPrice: 1 }, { upTo: 50, unitPrice: 1 }] }), 'pricing.elements[0].tiers[0].upTo'],
     ['negative tier price', el({ tiers: [{ upTo: null, unitPrice: -0.1 }] }), 'pricing.elements[0].tiers[0].unitPrice'],
     ['non-USD', { ...valid(), pricing: { currency: 'EUR', elements: [] } }, 'pricing.currency'],
+    // Its usage would be priced at nothing: "__proto__" is no key of the objects usage is read from.
+    ['element named __proto__', el({ name: '__proto__' }), 'pricing.elements[0].name'],
   ]
   for (const [name, body, param] of cases) {
     const res = await call(`${m.url}${TOOLS}`, { key, body })

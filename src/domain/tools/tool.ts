@@ -60,6 +60,9 @@ function element(v: unknown, i: number): PricingElement {
   const p = `pricing.elements[${i}]`
   if (!isObj(v)) throw bad(p, 'must be an object')
   if (typeof v.name !== 'string' || v.name.trim() === '' || v.name.length > 255) throw bad(`${p}.name`, 'must be a non-empty string')
+  // Element names key the usage, parts and quantities objects: "__proto__" there is the
+  // prototype, not a key, so its usage would be priced at nothing without a word.
+  if (v.name.trim() === '__proto__') throw bad(`${p}.name`, 'must not be __proto__')
   const agg = typeof v.aggregationType === 'string' ? v.aggregationType.trim().toUpperCase() : ''
   if (!(AGGREGATION_TYPES as readonly string[]).includes(agg)) throw bad(`${p}.aggregationType`, `must be one of ${AGGREGATION_TYPES.join(', ')}`)
   const mode = v.tiersMode === undefined || v.tiersMode === null ? 'volume' : typeof v.tiersMode === 'string' ? v.tiersMode.trim().toLowerCase() : ''

@@ -76,6 +76,9 @@ t.test('export configurations: CRUD, validation naming the field, team scoping, 
   await bad({ name: 'x', url: 'https://example.com/h', eventTypes: [] }, 'eventTypes')
   await bad({ name: 'x', url: 'https://example.com/h', filters: { color: 'red' } }, 'filters.color', 'unknown_filter')
   await bad({ name: 'x', url: 'https://example.com/h', filters: { agent: 3 } }, 'filters.agent')
+  // Every record is matched against these lists: 101 agents or a 300-character value are refused.
+  await bad({ name: 'x', url: 'https://example.com/h', filters: { agent: Array.from({ length: 101 }, (_, i) => `a${i}`) } }, 'filters.agent')
+  await bad({ name: 'x', url: 'https://example.com/h', filters: { model: 'm'.repeat(300) } }, 'filters.model')
   await bad({ name: 'x', url: 'https://example.com/h', batching: { maxEvents: 0 } }, 'batching.maxEvents')
   await bad({ name: 'x', url: 'https://example.com/h', timeoutMs: 'soon' }, 'timeoutMs')
   await bad({ name: 'x', url: 'https://example.com/h', enabled: 'yes' }, 'enabled')

@@ -132,6 +132,9 @@ async function checkDestination(d: ApiDeps, url: string | undefined): Promise<vo
   }
 }
 
+const MAX_FILTER_VALUES = 100
+const MAX_FILTER_VALUE_LENGTH = 255
+
 function parseFilters(v: unknown): Filters {
   if (v === null) return {}
   if (!isObject(v)) throw invalid('invalid_field', 'filters must be an object', 'filters')
@@ -140,8 +143,13 @@ function parseFilters(v: unknown): Filters {
     if (!(FILTER_FIELDS as readonly string[]).includes(k))
       throw invalid('unknown_filter', `unknown filter ${JSON.stringify(k)}; known filters: ${FILTER_FIELDS.join(', ')}`, `filters.${k}`)
     const list = typeof raw === 'string' ? [raw] : raw
-    if (!Array.isArray(list) || list.length === 0 || list.some((x) => typeof x !== 'string' || x.length === 0))
-      throw invalid('invalid_field', `filters.${k} must be a non-empty string or list of strings`, `filters.${k}`)
+    // Bounded: every record's delivery is matched against these lists.
+    if (!Array.isArray(list) || list.length === 0 || list.length > MAX_FILTER_VALUES || list.some((x) => typeof x !== 'string' || x.length === 0 || x.length > MAX_FILTER_VALUE_LENGTH))
+      throw invalid(
+        'invalid_field',
+        `filters.${k} must be a non-empty string or list of at most ${MAX_FILTER_VALUES} strings of 1 to ${MAX_FILTER_VALUE_LENGTH} characters`,
+        `filters.${k}`,
+      )
     out[k as keyof Filters] = [...new Set(list as string[])]
   }
   return out

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { call } from '../helpers/meterd.js'
-import { slowWrite } from '../helpers/slow-write.js'
+import { slowWrite, together } from '../helpers/slow-write.js'
 import { api, startWebhookMeterd } from '../helpers/webhook-receiver.js'
 
 t.test('a PATCH or PUT whose body arrives after a DELETE answers 404 and does not bring the configuration back', async (t) => {
@@ -40,4 +40,17 @@ t.test('a PATCH merges over the configuration as it is when its body arrives, ke
   })
   t.equal(status, 200)
   t.match((await call(url, { key })).body, { name: 'renamed', timeoutMs: 5000 })
+})
+
+t.test('two PATCHes of a configuration at once both take effect', async (t) => {
+  const { m } = await startWebhookMeterd(t)
+  const key = await m.key({ team: 'team-a' })
+  const created = await call(api(m), { key, body: { name: 'billing', url: 'http://127.0.0.1:9/hook' } })
+  const url = `${api(m)}/${created.body.id}`
+  const answers = await together([
+    { url, key, method: 'PATCH', body: JSON.stringify({ name: 'renamed' }) },
+    { url, key, method: 'PATCH', body: JSON.stringify({ timeoutMs: 5000 }) },
+  ])
+  t.same(answers.map((a) => a.status), [200, 200])
+  t.match((await call(url, { key })).body, { name: 'renamed', timeoutMs: 5000 }, 'neither change overwrote the other')
 })

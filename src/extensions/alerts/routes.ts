@@ -4,6 +4,7 @@ import type { AlertEvaluator } from '../../domain/alerts/evaluator.js'
 import { INITIAL_STATE, type AlertRule, type AlertState } from '../../domain/alerts/model.js'
 import { parseRule } from '../../domain/alerts/parse.js'
 import { withoutOwnIdentity } from '../../domain/ingest/identity.js'
+import { KeyedSerial } from '../../core/serial.js'
 import { DestinationRefused } from '../../domain/webhooks/destination.js'
 import type { AlertStore } from '../../domain/alerts/store.js'
 import { checkTeam, halPage, paging } from '../../transport/http/query.js'
@@ -69,6 +70,7 @@ function checkBodyTeam(body: unknown, ctx: RequestContext): void {
 export function mountAlertRoutes(d: AlertRouteDeps): void {
   const { host, store, evaluator } = d
   const base = `/${host.server.api_prefix}/v2/api/sources/ai/anomaly`
+  const writes = new KeyedSerial()
   /** Rules being created per team, not yet in the store. */
   const creatingFor = new Map<string, number>()
   const route = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, scope: 'platform:read' | 'platform:write', handler: (ctx: RequestContext) => Promise<Reply> | Reply) =>
@@ -136,26 +138,30 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
   route('PUT', '/:id', 'platform:write', async (ctx) => {
     load(ctx)
     const body = await ctx.json()
-    // Read again after the body: a change committed meanwhile is kept, a deletion is a 404.
-    let current = load(ctx)
-    checkBodyTeam(body, ctx)
-    const fields = parseRule(body, current)
-    await checkWebhooks(fields, current.team, current)
-    current = load(ctx)
-    const rule: AlertRule = { ...current, ...fields, updatedAt: iso() }
-    if (!(await store.update(rule))) throw notFound(`no alert rule ${ctx.params.id}`, 'id')
-    // A changed rule is measured afresh; a disabled one stops firing without an event (docs/alerts.md).
-    evaluator.forget(rule.id)
-    if (!rule.enabled && evaluator.state(rule).firing) await store.setState(rule.id, INITIAL_STATE)
-    return { status: 200, body: ruleView(rule, evaluator.state(rule)) }
+    // One change of a rule at a time, each merged over the rule as the one before left it; read
+    // after the body, so a deletion committed meanwhile is a 404.
+    return writes.run(ctx.params.id, async () => {
+      const current = load(ctx)
+      checkBodyTeam(body, ctx)
+      const fields = parseRule(body, current)
+      await checkWebhooks(fields, current.team, current)
+      const rule: AlertRule = { ...load(ctx), ...fields, updatedAt: iso() }
+      if (!(await store.update(rule))) throw notFound(`no alert rule ${ctx.params.id}`, 'id')
+      // A changed rule is measured afresh; a disabled one stops firing without an event (docs/alerts.md).
+      evaluator.forget(rule.id)
+      if (!rule.enabled && evaluator.state(rule).firing) await store.setState(rule.id, INITIAL_STATE)
+      return { status: 200, body: ruleView(rule, evaluator.state(rule)) }
+    })
   })
 
-  route('DELETE', '/:id', 'platform:write', async (ctx) => {
-    const rule = load(ctx)
-    await store.remove(rule)
-    evaluator.forget(rule.id)
-    return { status: 200, body: { id: rule.id, deleted: true } }
-  })
+  route('DELETE', '/:id', 'platform:write', (ctx) =>
+    writes.run(ctx.params.id, async () => {
+      const rule = load(ctx)
+      await store.remove(rule)
+      evaluator.forget(rule.id)
+      return { status: 200, body: { id: rule.id, deleted: true } }
+    }),
+  )
 
   route('GET', '/:id/events', 'platform:read', (ctx) => {
     const rule = load(ctx)

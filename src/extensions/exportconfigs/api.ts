@@ -5,6 +5,7 @@ import { newId } from '../../core/ids.js'
 import type { RequestContext, Reply } from '../../transport/http/server.js'
 import { isDateTime } from '../../model/schemas.js'
 import { withoutOwnIdentity } from '../../domain/ingest/identity.js'
+import { KeyedSerial } from '../../core/serial.js'
 import { DestinationRefused } from '../../domain/webhooks/destination.js'
 import type { DeliveryEngine } from '../../domain/webhooks/engine.js'
 import { EVENT_TYPES, FILTER_FIELDS, USAGE_EVENT_TYPES, type Delivery, type ExportConfiguration, type Filters, type SubscribableEventType } from '../../domain/webhooks/model.js'
@@ -189,6 +190,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     return c
   }
   const iso = () => new Date(host.now()).toISOString()
+  const writes = new KeyedSerial()
 
   route('GET', '', 'platform:read', (ctx) => {
     const team = checkTeam(ctx)
@@ -228,7 +230,10 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     load(ctx)
     const f = parseFields(d, await configBody(ctx), full)
     await checkDestination(d, f.url)
-    // Read again after the awaits: a change committed meanwhile is kept, a deletion is a 404.
+    return writes.run(ctx.params.id, () => apply(ctx, f, full))
+  }
+  /** One change of a configuration at a time (writes), over it as the one before left it; a deletion meanwhile is a 404. */
+  const apply = async (ctx: RequestContext, f: Partial<Fields>, full: boolean): Promise<Reply> => {
     let c = load(ctx)
     if (f.signingEnabled !== undefined && !(await store.setSigningEnabled(c.id, f.signingEnabled)))
       throw invalid('no_signing_secret', 'this configuration has no signing secret yet: call rotate-signing-secret', 'signingEnabled')
@@ -249,12 +254,14 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
   route('PATCH', '/:id', 'platform:write', update(false))
   route('PUT', '/:id', 'platform:write', update(true))
 
-  route('DELETE', '/:id', 'platform:write', async (ctx) => {
-    const c = load(ctx)
-    await store.remove(c)
-    await engine.queue.dropConfig(c.id)
-    return { status: 204 }
-  })
+  route('DELETE', '/:id', 'platform:write', (ctx) =>
+    writes.run(ctx.params.id, async () => {
+      const c = load(ctx)
+      await store.remove(c)
+      await engine.queue.dropConfig(c.id)
+      return { status: 204 }
+    }),
+  )
 
   route('POST', '/:id/rotate-signing-secret', 'platform:write', async (ctx) => {
     const c = load(ctx)

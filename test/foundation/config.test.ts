@@ -123,3 +123,22 @@ t.test('the graph: fan-out to several exporters, forward connector, and bad refe
   const u = resolveConfig([DEFAULT_CONFIG_PATH, unused], factories, {})
   t.match(u.issues, [{ path: 'connectors.forward', message: /used as an exporter in one pipeline and as a receiver/ }])
 })
+
+t.test('a config YAML cannot resolve (alias bomb, unknown or self alias) or that never ends (/dev/zero) exits 78 naming the file', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => import('node:fs').then((fs) => fs.rmSync(dir, { recursive: true, force: true })))
+  const { writeFileSync } = await import('node:fs')
+  const lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+  for (const [prev, name] of [['a', 'b'], ['b', 'c'], ['c', 'd'], ['d', 'e'], ['e', 'f'], ['f', 'g']]) lines.push(`${name}: &${name} [${Array(9).fill(`*${prev}`).join(',')}]`)
+  const files = { 'bomb.yaml': lines.join('\n') + '\n', 'unknown.yaml': '<<: *nope\n', 'self.yaml': 'a: &x [*x]\n' }
+  for (const [name, text] of Object.entries(files)) {
+    const path = join(dir, name)
+    writeFileSync(path, text)
+    const res = await meterd(['validate', '--config', path])
+    t.equal(res.code, 78, `${name}: exit 78, not 1`)
+    t.match(res.stderr, `  ${path}: cannot be read as YAML`, `${name}: the file is named`)
+  }
+  const zero = await meterd(['validate', '--config', '/dev/zero'])
+  t.equal(zero.code, 78, '/dev/zero is refused, not read until memory runs out')
+  t.match(zero.stderr, '/dev/zero: cannot read: larger than 16 MiB')
+})

@@ -113,7 +113,8 @@ export function parseCommandArgs(c: Command, args: string[]): { values: Record<s
 }
 
 function parserProblem(err: NodeJS.ErrnoException, c: Command): string {
-  const flag = /'(-[^' ]+)/.exec(err.message)?.[1] ?? ''
+  // Node names a flag with a short form as '-c, --config <value>': say the long one.
+  const flag = /'(?:-[^-' ], )?(-[^' ]+)/.exec(err.message)?.[1] ?? ''
   switch (err.code) {
     case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
       return `${c.name}: unknown option ${flag}`

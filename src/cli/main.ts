@@ -17,7 +17,7 @@ import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import type { Store } from '../store/store.js'
 import { quietLmdbWriteLoopErrors, surviveCommitFailures } from '../store/commit-failures.js'
 import { DataDirLockedError, acquireDataDirLock } from '../store/lock.js'
-import { checkDataFile } from '../store/check.js'
+import { DamagedStoreError, checkDataFile } from '../store/check.js'
 import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
 import type { SharedState } from '../ports/shared.js'
 import { CONFIG_OPTION, EX_CONFIG, EX_USAGE, ExitError, UsageError, defineCommand, parseCommandArgs, synopsis, usageOf, wantsHelp, type Command } from './command.js'
@@ -151,7 +151,12 @@ async function run(files: string[]): Promise<number> {
     }
     process.on('exit', () => lock.release())
     // A damaged data file is refused here, once, rather than by every worker as it starts.
-    checkDataFile(config.storage.path)
+    try {
+      checkDataFile(config.storage.path)
+    } catch (err) {
+      // A data.mdb this user may not read (left by a start as root) is a permission to fix, not a crash.
+      throw err instanceof DamagedStoreError ? err : dataDirFailure(err, config.storage.path)
+    }
   }
   if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)
   const index = Number(process.env.METERD_WORKER_INDEX)

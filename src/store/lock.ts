@@ -87,5 +87,8 @@ export function isRunning(pid: number): boolean {
 }
 
 function lockError(err: unknown, path: string, dir: string): Error {
-  return new Error(`cannot create the lock file ${path} in the data directory ${dir} (${(err as Error).message}); check that the directory exists and this user may write it`)
+  const e = new Error(`cannot create the lock file ${path} in the data directory ${dir} (${(err as Error).message}); check that the directory exists and this user may write it`) as NodeJS.ErrnoException
+  // The errno stays readable: a full disk (ENOSPC) is reported as one (exit 74), not as exit 1.
+  e.code = (err as NodeJS.ErrnoException).code
+  return e
 }

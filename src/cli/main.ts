@@ -190,6 +190,8 @@ async function run(files: string[]): Promise<number> {
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
   if (bus) {
+    // SIGHUP (a closed terminal) reaches the whole process group too: the supervisor decides.
+    process.on('SIGHUP', () => undefined)
     // A worker drains when its supervisor says so (SIGTERM) or goes away; Ctrl-C reaches the
     // whole process group, and the supervisor decides.
     process.on('SIGINT', () => undefined)
@@ -204,6 +206,9 @@ async function run(files: string[]): Promise<number> {
     cluster.worker!.exitedAfterDisconnect = true
   } else {
     process.on('SIGINT', () => stop('SIGINT'))
+    // Node's default for SIGHUP (a closed terminal, `kill -HUP` expecting a reload) ends the
+    // process at once, cutting requests in flight and leaving meterd.pid: drain as for SIGTERM.
+    process.on('SIGHUP', () => stop('SIGHUP'))
   }
   // A commit that fails while starting (the first admin key on a full disk) is said in one line
   // (startup-error.ts), not also with the stack lmdb-js prints for it.

@@ -71,3 +71,14 @@ t.test('the lock of a daemon that was killed does not block the next start', asy
   t.equal(readFileSync(join(dataDir, 'meterd.pid'), 'utf8').trim(), String(second.proc.pid), 'and holds the lock')
   await second.stop()
 })
+
+for (const workers of ['1', '2']) {
+  t.test(`SIGHUP (a closed terminal, kill -HUP) drains the daemon like SIGTERM (server.workers ${workers}): exit 0, the lock file is gone`, async (t) => {
+    const dataDir = tempDir('meterd-lock-hup-')
+    t.teardown(() => removeDir(dataDir))
+    const d = await spawnMeterd(t, { dataDir, env: { METERD_WORKERS: workers } })
+    t.equal((await call(d.url + C, { key: ADMIN_KEY, body: completion() })).status, 201, 'it serves')
+    t.equal(await d.stop('SIGHUP'), 0, 'exit 0, not death by the signal')
+    t.notOk(existsSync(join(dataDir, 'meterd.pid')), 'the lock file is removed')
+  })
+}

@@ -18,7 +18,7 @@ import type { Store } from '../store/store.js'
 import { quietLmdbWriteLoopErrors, surviveCommitFailures } from '../store/commit-failures.js'
 import { DataDirLockedError, acquireDataDirLock } from '../store/lock.js'
 import { DamagedStoreError, checkDataFile } from '../store/check.js'
-import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
+import { KeyStore, checkLabels, parseScopes } from '../extensions/apikeys/key-store.js'
 import type { SharedState } from '../ports/shared.js'
 import { CONFIG_OPTION, EX_CONFIG, EX_USAGE, ExitError, UsageError, defineCommand, parseCommandArgs, synopsis, usageOf, wantsHelp, type Command } from './command.js'
 import { WEBHOOK_COMMANDS } from './webhook.js'
@@ -375,6 +375,8 @@ const KEYS_CREATE = defineCommand({
     let scopes
     try {
       scopes = parseScopes(v.scopes)
+      // A wrong --account or --tenant is bad usage (64), not a failure (1).
+      checkLabels({ team: v.team, account: v.account, tenant: v.tenant, environment: v.environment })
     } catch (err) {
       throw new UsageError((err as Error).message, KEYS_CREATE)
     }

@@ -20,7 +20,7 @@ import { DataDirLockedError, acquireDataDirLock } from '../store/lock.js'
 import { DamagedStoreError, checkDataFile } from '../store/check.js'
 import { KeyStore, checkLabels, parseScopes } from '../extensions/apikeys/key-store.js'
 import type { SharedState } from '../ports/shared.js'
-import { CONFIG_OPTION, EX_CONFIG, EX_USAGE, ExitError, UsageError, defineCommand, parseCommandArgs, synopsis, usageOf, wantsHelp, type Command } from './command.js'
+import { CONFIG_OPTION, EX_CONFIG, EX_IOERR, EX_USAGE, ExitError, UsageError, defineCommand, parseCommandArgs, synopsis, usageOf, wantsHelp, type Command } from './command.js'
 import { WEBHOOK_COMMANDS } from './webhook.js'
 import { REPRICE_COMMAND } from './reprice.js'
 import { DOCTOR_HELP, doctorCommand } from './doctor.js'
@@ -28,7 +28,23 @@ import { withStore } from './store.js'
 
 export { EX_CONFIG, EX_USAGE }
 
+/** The daemon keeps serving when its stdout goes away (it logs to stderr); a command stops. */
+let daemon = false
+
+/**
+ * The reader of stdout went away (`meterd doctor | head -1`: EPIPE) or its disk is full: Node
+ * would throw an unhandled 'error' with a stack. A command ends as Unix tools do (128 + SIGPIPE)
+ * or with one line and exit 74.
+ */
+function onStdoutError(err: NodeJS.ErrnoException): void {
+  if (daemon) return
+  if (err.code === 'EPIPE') process.exit(141)
+  process.stderr.write(`meterd: cannot write the output: ${err.code ?? err.message}\n`)
+  process.exit(EX_IOERR)
+}
+
 export async function main(argv: string[]): Promise<void> {
+  process.stdout.on('error', onStdoutError)
   try {
     process.exitCode = await dispatch(argv)
   } catch (err) {
@@ -139,6 +155,7 @@ const RUN = defineCommand({
 })
 
 async function run(files: string[]): Promise<number> {
+  daemon = true
   const { config, plan } = configOrExit(files, { toRun: true })
   const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workersFor(config)
   if (cluster.isPrimary) {

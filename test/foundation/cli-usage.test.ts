@@ -56,3 +56,30 @@ t.test('wrong values are bad usage (64) with the command usage; unreadable input
   t.match(inUse.stderr, `meterd: cannot listen on 127.0.0.1:${port} (--host/--port): the address is already in use`)
   t.notMatch(inUse.stderr, /\n\s+at /, 'no stack')
 })
+
+t.test('output nobody reads (| head, a full disk) ends a command without a stack: 141 as Unix tools for a closed pipe, one line and 74 for a write error', { skip: process.platform !== 'linux' && 'needs /dev/full' }, async (t) => {
+  const { spawn } = await import('node:child_process')
+  const { openSync, closeSync } = await import('node:fs')
+  const { join } = await import('node:path')
+  const { PACKAGE_ROOT } = await import('../../src/core/paths.js')
+  const bin = join(PACKAGE_ROOT, 'bin', 'meterd.js')
+  const runWith = (args: string[], stdout: 'pipe' | number, closeAtOnce: boolean) =>
+    new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', stdout, 'pipe'] })
+      if (closeAtOnce) child.stdout!.destroy()
+      let stderr = ''
+      child.stderr!.on('data', (d) => (stderr += d))
+      child.on('close', (code) => resolve({ code, stderr }))
+    })
+  const full = openSync('/dev/full', 'w')
+  t.teardown(() => closeSync(full))
+  for (const args of [['docs'], ['--help'], ['print-config']]) {
+    const r = await runWith(args, full, false)
+    t.equal(r.code, 74, `meterd ${args.join(' ')} > /dev/full exits 74`)
+    t.equal(r.stderr, 'meterd: cannot write the output: ENOSPC\n', 'one line, no stack')
+  }
+  // The reading end is closed before meterd writes: its first write meets EPIPE.
+  const closed = await runWith(['docs'], 'pipe', true)
+  t.equal(closed.code, 141, 'a closed pipe: 141, as Unix tools')
+  t.equal(closed.stderr, '', 'nothing on stderr')
+})

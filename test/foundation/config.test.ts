@@ -142,3 +142,14 @@ t.test('a config YAML cannot resolve (alias bomb, unknown or self alias) or that
   t.equal(zero.code, 78, '/dev/zero is refused, not read until memory runs out')
   t.match(zero.stderr, '/dev/zero: cannot read: larger than 16 MiB')
 })
+
+t.test('a storage.max_size_mb past what LMDB can map is refused by validate, run and keys (exit 78), instead of a SIGSEGV at start', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => import('node:fs').then((fs) => fs.rmSync(dir, { recursive: true, force: true })))
+  const huge = writeConfig(dir, { storage: { path: join(dir, 'data'), max_size_mb: 99_999_999_999 } })
+  for (const args of [['validate'], ['keys', 'create', '--init', '--team', 't', '--scopes', 'admin'], ['run']]) {
+    const r = await meterd([...args, '--config', DEFAULT_CONFIG_PATH, '--config', huge], { METERD_ENDPOINT: '127.0.0.1:0', METERD_OTLP_GRPC_ENDPOINT: '', METERD_OTLP_HTTP_ENDPOINT: '' })
+    t.equal(r.code, 78, `meterd ${args[0]}: exit 78`)
+    t.match(r.stderr, '  storage.max_size_mb: ', 'names the setting')
+  }
+})

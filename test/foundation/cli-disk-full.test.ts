@@ -115,3 +115,18 @@ t.test('a new store on a file system with a few KiB left: keys create --init and
     t.notOk(existsSync(join(dir, 'data.mdb')), 'no empty data.mdb is left to be refused as damaged at the next start')
   }
 })
+
+t.test('a data directory on a read-only file system: keys list and reprice exit 78 with one line, as run does', async (t) => {
+  const mnt = tinyTmpfs(t)
+  if (!mnt) return t.skip('needs root and mount -t tmpfs')
+  const dir = join(mnt, 'data')
+  const env = { METERD_DATA_DIR: dir }
+  t.equal((await meterd(['keys', 'create', '--init', '--team', 't', '--scopes', 'admin'], { env })).code, 0, 'a store is made')
+  t.equal(spawnSync('mount', ['-o', 'remount,ro', mnt]).status, 0, 'the file system is made read-only')
+  for (const args of [['keys', 'list'], ['reprice', '--dry-run'], ['run']]) {
+    const r = await meterd(args, { env: { ...env, METERD_BOOTSTRAP_API_KEY: 'k'.repeat(40) }, timeout: 30_000 })
+    t.equal(r.code, 78, `meterd ${args.join(' ')}: exit 78 (stderr: ${r.stderr})`)
+    t.match(r.stderr, `meterd: cannot open the data directory ${dir} (storage.path): the file system is read-only`)
+    t.notMatch(r.stderr, /Attempting to setup locks|\n\s+at /, "no lmdb-js text, no stack")
+  }
+})

@@ -113,12 +113,14 @@ export function parseCommandArgs(c: Command, args: string[]): { values: Record<s
 }
 
 function parserProblem(err: NodeJS.ErrnoException, c: Command): string {
-  const flag = /'(-[^' ]+)/.exec(err.message)?.[1] ?? ''
+  // Node names a flag with a short form as '-c, --config <value>': say the long one.
+  const flag = /'(?:-[^-' ], )?(-[^' ]+)/.exec(err.message)?.[1] ?? ''
   switch (err.code) {
     case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
       return `${c.name}: unknown option ${flag}`
     case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
-      return /argument missing/.test(err.message) ? `${c.name}: ${flag} needs a value` : `${c.name}: ${flag} takes no value`
+      // 'argument is ambiguous': the next word is a flag (`--port --secret x`), so this one has no value.
+      return /argument missing|ambiguous/.test(err.message) ? `${c.name}: ${flag} needs a value` : `${c.name}: ${flag} takes no value`
     default:
       return `${c.name}: the arguments are not valid`
   }

@@ -17,10 +17,10 @@ import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import type { Store } from '../store/store.js'
 import { quietLmdbWriteLoopErrors, surviveCommitFailures } from '../store/commit-failures.js'
 import { DataDirLockedError, acquireDataDirLock } from '../store/lock.js'
-import { checkDataFile } from '../store/check.js'
-import { KeyStore, parseScopes } from '../extensions/apikeys/key-store.js'
+import { DamagedStoreError, checkDataFile } from '../store/check.js'
+import { KeyStore, checkLabels, parseScopes } from '../extensions/apikeys/key-store.js'
 import type { SharedState } from '../ports/shared.js'
-import { CONFIG_OPTION, EX_CONFIG, EX_USAGE, ExitError, UsageError, defineCommand, parseCommandArgs, synopsis, usageOf, wantsHelp, type Command } from './command.js'
+import { CONFIG_OPTION, EX_CONFIG, EX_IOERR, EX_USAGE, ExitError, UsageError, defineCommand, parseCommandArgs, synopsis, usageOf, wantsHelp, type Command } from './command.js'
 import { WEBHOOK_COMMANDS } from './webhook.js'
 import { REPRICE_COMMAND } from './reprice.js'
 import { DOCTOR_HELP, doctorCommand } from './doctor.js'
@@ -28,7 +28,23 @@ import { withStore } from './store.js'
 
 export { EX_CONFIG, EX_USAGE }
 
+/** The daemon keeps serving when its stdout goes away (it logs to stderr); a command stops. */
+let daemon = false
+
+/**
+ * The reader of stdout went away (`meterd doctor | head -1`: EPIPE) or its disk is full: Node
+ * would throw an unhandled 'error' with a stack. A command ends as Unix tools do (128 + SIGPIPE)
+ * or with one line and exit 74.
+ */
+function onStdoutError(err: NodeJS.ErrnoException): void {
+  if (daemon) return
+  if (err.code === 'EPIPE') process.exit(141)
+  process.stderr.write(`meterd: cannot write the output: ${err.code ?? err.message}\n`)
+  process.exit(EX_IOERR)
+}
+
 export async function main(argv: string[]): Promise<void> {
+  process.stdout.on('error', onStdoutError)
   try {
     process.exitCode = await dispatch(argv)
   } catch (err) {
@@ -139,6 +155,7 @@ const RUN = defineCommand({
 })
 
 async function run(files: string[]): Promise<number> {
+  daemon = true
   const { config, plan } = configOrExit(files, { toRun: true })
   const workers = cluster.isWorker ? Number(process.env.METERD_WORKERS) : workersFor(config)
   if (cluster.isPrimary) {
@@ -151,7 +168,12 @@ async function run(files: string[]): Promise<number> {
     }
     process.on('exit', () => lock.release())
     // A damaged data file is refused here, once, rather than by every worker as it starts.
-    checkDataFile(config.storage.path)
+    try {
+      checkDataFile(config.storage.path)
+    } catch (err) {
+      // A data.mdb this user may not read (left by a start as root) is a permission to fix, not a crash.
+      throw err instanceof DamagedStoreError ? err : dataDirFailure(err, config.storage.path)
+    }
   }
   if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)
   const index = Number(process.env.METERD_WORKER_INDEX)
@@ -185,6 +207,8 @@ async function run(files: string[]): Promise<number> {
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
   if (bus) {
+    // SIGHUP (a closed terminal) reaches the whole process group too: the supervisor decides.
+    process.on('SIGHUP', () => undefined)
     // A worker drains when its supervisor says so (SIGTERM) or goes away; Ctrl-C reaches the
     // whole process group, and the supervisor decides.
     process.on('SIGINT', () => undefined)
@@ -199,6 +223,9 @@ async function run(files: string[]): Promise<number> {
     cluster.worker!.exitedAfterDisconnect = true
   } else {
     process.on('SIGINT', () => stop('SIGINT'))
+    // Node's default for SIGHUP (a closed terminal, `kill -HUP` expecting a reload) ends the
+    // process at once, cutting requests in flight and leaving meterd.pid: drain as for SIGTERM.
+    process.on('SIGHUP', () => stop('SIGHUP'))
   }
   // A commit that fails while starting (the first admin key on a full disk) is said in one line
   // (startup-error.ts), not also with the stack lmdb-js prints for it.
@@ -365,6 +392,8 @@ const KEYS_CREATE = defineCommand({
     let scopes
     try {
       scopes = parseScopes(v.scopes)
+      // A wrong --account or --tenant is bad usage (64), not a failure (1).
+      checkLabels({ team: v.team, account: v.account, tenant: v.tenant, environment: v.environment })
     } catch (err) {
       throw new UsageError((err as Error).message, KEYS_CREATE)
     }

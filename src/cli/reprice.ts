@@ -15,8 +15,8 @@ import { queueRepriced } from '../exporters/clickhouse/queue.js'
  * the price book and tool registry of the given config. Safe beside a running daemon (LMDB is
  * shared across processes and every update is one transaction).
  */
-export const REPRICE_COMMAND = (configOrExit: (files: string[]) => { config: MeterdConfig }): Command =>
-  defineCommand({
+export const REPRICE_COMMAND = (configOrExit: (files: string[]) => { config: MeterdConfig }): Command => {
+  const command: Command = defineCommand({
     name: 'reprice',
     summary: 'price the stored records that were stored unpriced (their model or tool was unknown then); safe beside a running daemon',
     options: {
@@ -28,14 +28,17 @@ export const REPRICE_COMMAND = (configOrExit: (files: string[]) => { config: Met
       'dry-run': { type: 'boolean', help: 'count what would be priced, change nothing' },
       json: { type: 'boolean', help: 'print the result as JSON' },
     },
-    run: (v) => repriceCommand(v, configOrExit),
+    run: (v) => repriceCommand(v, configOrExit, command),
   })
+  return command
+}
 
 type RepriceValues = { config?: string[]; from?: string; to?: string; kind?: string; team?: string; 'dry-run'?: boolean; json?: boolean }
 
-async function repriceCommand(v: RepriceValues, configOrExit: (files: string[]) => { config: MeterdConfig }): Promise<number> {
-  for (const f of ['from', 'to'] as const) if (v[f] !== undefined && !isDateTime(v[f]!)) throw new UsageError(`--${f} must be an ISO-8601 date-time`)
-  if (v.kind !== undefined && !USAGE_KINDS.includes(v.kind as UsageKind)) throw new UsageError(`--kind must be one of ${USAGE_KINDS.join(', ')}`)
+async function repriceCommand(v: RepriceValues, configOrExit: (files: string[]) => { config: MeterdConfig }, command: Command): Promise<number> {
+  // The usage shown with a wrong value is reprice's, not the list of every command.
+  for (const f of ['from', 'to'] as const) if (v[f] !== undefined && !isDateTime(v[f]!)) throw new UsageError(`reprice: --${f} must be an ISO-8601 date-time`, command)
+  if (v.kind !== undefined && !USAGE_KINDS.includes(v.kind as UsageKind)) throw new UsageError(`reprice: --kind must be one of ${USAGE_KINDS.join(', ')}`, command)
   const { config } = configOrExit(v.config ?? [])
   const pricing = checkAgainst(pricingSchema, config.processors.pricing ?? {}, 'processors.pricing')
   const tools = checkAgainst(toolsSchema, config.extensions.tools ?? {}, 'extensions.tools')

@@ -1,4 +1,6 @@
 import { storeUnwritableIn } from '../core/errors.js'
+import { dataDirFailure } from '../core/startup-error.js'
+import { DamagedStoreError } from '../store/check.js'
 import { quietLmdbWriteLoopErrors, surviveCommitFailures } from '../store/commit-failures.js'
 import { commitCause, lackOfSpace, unwritableDataDir } from '../store/disk-full.js'
 import { Store, type StoreOptions } from '../store/store.js'
@@ -22,8 +24,9 @@ export async function withStore<T>(opts: StoreOptions, unwritten: string, fn: (s
     store = new Store(opts)
   } catch (err) {
     // A new store's first pages could not be written.
-    if (lackOfSpace(err) === undefined) throw err
-    throw fullDisk(opts.path, err, unwritten)
+    if (lackOfSpace(err) !== undefined) throw fullDisk(opts.path, err, unwritten)
+    // A damaged file says so itself; a directory this user may not use is one line and exit 78, as for run.
+    throw err instanceof DamagedStoreError ? err : dataDirFailure(err, opts.path)
   }
   try {
     return await fn(store)

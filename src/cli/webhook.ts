@@ -1,6 +1,7 @@
 import { createServer } from 'node:http'
 import { readFileSync } from 'node:fs'
-import { UsageError, defineCommand, type Command } from './command.js'
+import { ExitError, UsageError, defineCommand, type Command } from './command.js'
+import { listenFailure } from '../core/startup-error.js'
 import { verifyWebhook, WebhookDeduplicator, DEFAULT_TOLERANCE_SECONDS } from '../domain/webhooks/verify.js'
 
 /** `Name: value` lines (curl -D / raw HTTP); a status line and blank lines are skipped. */
@@ -20,12 +21,30 @@ const SECRET = { type: 'string', multiple: true, required: true, arg: 'S', help:
 const VENDOR_WORD = { type: 'string', arg: 'W', help: 'the word in the header names, X-W-Signature-256 (default Service)' } as const
 const TOLERANCE = { type: 'string', arg: 'SEC', help: `accepted clock skew in seconds (default ${DEFAULT_TOLERANCE_SECONDS})` } as const
 
-const toleranceOf = (v: string | undefined): number => (v !== undefined ? Number(v) : DEFAULT_TOLERANCE_SECONDS)
+/** sysexits.h EX_NOINPUT: an input file did not exist or was not readable (not "the signature is invalid", exit 1). */
+export const EX_NOINPUT = 66
+
+/** A number of seconds from a flag; anything else is bad usage (NaN would reject every delivery as stale). */
+function secondsOf(v: string | undefined, flag: string, fallback: number | undefined, c: Command): number | undefined {
+  if (v === undefined) return fallback
+  const n = Number(v)
+  if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new UsageError(`${c.name}: ${flag} must be a number of seconds (≥ 0), not "${v}"`, c)
+  return n
+}
+
+function readInput(path: string, flag: string): Buffer {
+  try {
+    return readFileSync(path)
+  } catch (err) {
+    throw new ExitError(`cannot read ${flag} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, EX_NOINPUT)
+  }
+}
 
 /** `meterd webhook verify`: checks one saved delivery, as a receiver would. */
 const WEBHOOK_VERIFY: Command = defineCommand({
   name: 'webhook verify',
   summary: 'verify a saved webhook delivery (headers and raw body) against signing secrets',
+  details: 'Exit status: 0 valid; 1 invalid (the reason is printed); 64 bad usage; 66 --headers or --body cannot be read.',
   options: {
     secret: SECRET,
     headers: { type: 'string', required: true, arg: 'FILE', help: 'the delivery\'s headers, `Name: value` lines as curl -D writes them (required)' },
@@ -38,10 +57,12 @@ const WEBHOOK_VERIFY: Command = defineCommand({
     const secrets = v.secret ?? []
     if (secrets.length === 0) throw new UsageError('webhook verify needs --secret', WEBHOOK_VERIFY)
     if (!v.headers || !v.body) throw new UsageError('webhook verify needs --headers FILE and --body FILE', WEBHOOK_VERIFY)
-    const headers = parseHeaderFile(readFileSync(v.headers, 'utf8'))
-    const body = readFileSync(v.body)
-    const now = v.now !== undefined ? Number(v.now) * 1000 : undefined
-    const r = verifyWebhook(body, headers, { secrets, toleranceSeconds: toleranceOf(v.tolerance), now, vendorWord: v['vendor-word'] ?? 'Service' })
+    const toleranceSeconds = secondsOf(v.tolerance, '--tolerance', DEFAULT_TOLERANCE_SECONDS, WEBHOOK_VERIFY)!
+    const nowS = secondsOf(v.now, '--now', undefined, WEBHOOK_VERIFY)
+    const headers = parseHeaderFile(readInput(v.headers, '--headers').toString('utf8'))
+    const body = readInput(v.body, '--body')
+    const now = nowS !== undefined ? nowS * 1000 : undefined
+    const r = verifyWebhook(body, headers, { secrets, toleranceSeconds, now, vendorWord: v['vendor-word'] ?? 'Service' })
     if (r.ok) {
       process.stdout.write(`valid: signature matches, timestamp ${r.timestamp}${r.eventId ? `, event ${r.eventId}` : ''}\n`)
       return 0
@@ -68,7 +89,7 @@ const WEBHOOK_LISTEN: Command = defineCommand({
     const port = Number(v.port ?? '')
     if (v.port === undefined || !Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError('webhook listen needs --port P', WEBHOOK_LISTEN)
     const host = v.host ?? '127.0.0.1'
-    const toleranceSeconds = toleranceOf(v.tolerance)
+    const toleranceSeconds = secondsOf(v.tolerance, '--tolerance', DEFAULT_TOLERANCE_SECONDS, WEBHOOK_LISTEN)!
     const vendorWord = v['vendor-word'] ?? 'Service'
     const dedup = new WebhookDeduplicator()
     const server = createServer((req, res) => {
@@ -94,7 +115,8 @@ const WEBHOOK_LISTEN: Command = defineCommand({
       })
     })
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject)
+      // A port in use or a host that does not resolve: one line and exit 78, as for meterd run.
+      server.once('error', (err) => reject(listenFailure(err, `${host}:${port}`, '--host/--port')))
       server.listen(port, host, () => resolve())
     })
     const addr = server.address() as { port: number }

@@ -42,11 +42,13 @@ export function dataDirFailure(err: unknown, path: string): Error {
   const e = err as NodeJS.ErrnoException
   const text = `${e?.code ?? ''} ${e?.message ?? String(err)}`
   const where = `cannot open the data directory ${path} (storage.path)`
-  if (/EACCES|EPERM/.test(text))
+  // lmdb-js says only "Permission denied: Attempting to setup locks" (no code) for a lock.mdb it may not write.
+  if (/EACCES|EPERM|Permission denied/.test(text))
     return new StartupError(`${where}: permission denied`, `give the user running meterd read and write access to it, or point storage.path (METERD_DATA_DIR) elsewhere`)
   if (/EEXIST|ENOTDIR/.test(text))
     return new StartupError(`${where}: it (or a parent) is a file, not a directory`, `point storage.path (METERD_DATA_DIR) at a directory`)
-  if (/EROFS/.test(text)) return new StartupError(`${where}: the file system is read-only`, `point storage.path (METERD_DATA_DIR) at a writable directory`)
+  // lmdb-js again says it in words only: "Read-only file system: Attempting to setup locks".
+  if (/EROFS|Read-only file system/.test(text)) return new StartupError(`${where}: the file system is read-only`, `point storage.path (METERD_DATA_DIR) at a writable directory`)
   if (/ENOENT/.test(text))
     return new StartupError(`${where}: a directory cannot be made there (ENOENT: the file system, /proc say, has no such directories)`, `point storage.path (METERD_DATA_DIR) at a directory on a disk`)
   const space = lackOfSpace(err)

@@ -1,4 +1,5 @@
 import { readFileSync, unlinkSync, writeFileSync } from 'node:fs'
+import { basename } from 'node:path'
 import { join } from 'node:path'
 import { makeDirs } from './data-dir.js'
 
@@ -42,7 +43,7 @@ export function acquireDataDirLock(dir: string): DataDirLock {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw lockError(err, path, dir)
     }
     const holder = readPid(path)
-    if (holder !== undefined && holder !== process.pid && isRunning(holder)) {
+    if (holder !== undefined && holder !== process.pid && isRunning(holder) && mayBeMeterd(holder)) {
       throw new DataDirLockedError(
         `the data directory ${dir} is in use by another meterd (pid ${holder}, see ${path}); stop that one first, or give this one another storage.path (METERD_DATA_DIR). If no meterd runs, remove ${path}.`,
       )
@@ -86,6 +87,26 @@ export function isRunning(pid: number): boolean {
   }
 }
 
+/**
+ * False when the process of `pid` is known not to be a meterd: after a crash and a reboot (or in a
+ * new container) the stale file's pid may be reused by another program, which would otherwise
+ * block every start until the file is removed by hand. Its command line (Linux /proc) names the
+ * launcher (bin/meterd.js) or the process's own script; when it cannot be read, it may be one.
+ */
+export function mayBeMeterd(pid: number): boolean {
+  let cmdline: string
+  try {
+    cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+  } catch {
+    return true
+  }
+  const mine = basename(process.argv[1] ?? 'meterd')
+  return cmdline === '' || cmdline.includes('meterd') || cmdline.includes(mine)
+}
+
 function lockError(err: unknown, path: string, dir: string): Error {
-  return new Error(`cannot create the lock file ${path} in the data directory ${dir} (${(err as Error).message}); check that the directory exists and this user may write it`)
+  const e = new Error(`cannot create the lock file ${path} in the data directory ${dir} (${(err as Error).message}); check that the directory exists and this user may write it`) as NodeJS.ErrnoException
+  // The errno stays readable: a full disk (ENOSPC) is reported as one (exit 74), not as exit 1.
+  e.code = (err as NodeJS.ErrnoException).code
+  return e
 }

@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs'
+import { existsSync, statfsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type Database, type Key, type RootDatabase } from 'lmdb'
 import { checkDataFile } from './check.js'
@@ -49,6 +49,7 @@ export class Store implements Environment {
     this.tightened = prepareDataDir(opts.path)
     // LMDB faults on a damaged file and takes an empty one for a new store: refuse both first.
     checkDataFile(opts.path)
+    refuseNewLockFileWithoutSpace(opts.path)
     const mapSize = (opts.maxSizeMb ?? 16384) * 1024 * 1024
     this.root = open({
       path: opts.path,
@@ -192,4 +193,28 @@ export class Store implements Environment {
     await this.root.flushed
     await this.root.close()
   }
+}
+
+/** Well above the pages LMDB touches to make a new lock.mdb (8 KiB) and the header pages of data.mdb. */
+const NEW_STORE_MIN_FREE_BYTES = 64 * 1024
+
+/**
+ * LMDB makes lock.mdb sparse and writes it through a memory map: on a file system with no page
+ * left (a full tmpfs) that write is a SIGSEGV/SIGBUS, killing the process and leaving an empty
+ * data.mdb that is then refused as damaged. Too little space is said first, as ENOSPC, which the
+ * daemon and the CLI report as a full disk (exit 74).
+ */
+function refuseNewLockFileWithoutSpace(dir: string): void {
+  if (existsSync(join(dir, 'lock.mdb'))) return
+  let free: number
+  try {
+    const s = statfsSync(dir)
+    free = s.bavail * s.bsize
+  } catch {
+    return // cannot tell: let LMDB try
+  }
+  if (free >= NEW_STORE_MIN_FREE_BYTES) return
+  const err = new Error(`ENOSPC: no space left on device, ${free} bytes free where a new store needs ${NEW_STORE_MIN_FREE_BYTES}`) as NodeJS.ErrnoException
+  err.code = 'ENOSPC'
+  throw err
 }

@@ -6,7 +6,7 @@
  * has free: it cannot fit.
  */
 import { spawnSync } from 'node:child_process'
-import { statSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { meterd, type Ran } from '../helpers/cli.js'
@@ -84,4 +84,49 @@ t.test('reprice on a full disk: exit 74 with one line, and the record stays as i
   t.match(JSON.parse(dry.stdout), { examined: 1, priced: 1 }, 'the record is still unpriced')
   const priced = await meterd(['reprice', '--config', cfg, '--json'])
   t.match(JSON.parse(priced.stdout), { examined: 1, priced: 1 }, 'and is priced once there is space')
+})
+
+/** A 1 MiB tmpfs (root only): a real file system with no space, where LMDB's memory-mapped lock file faults. */
+function tinyTmpfs(t: Tap.Test): string | undefined {
+  if (process.getuid?.() !== 0) return undefined
+  const mnt = tempDir('meterd-tmpfs-')
+  if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mnt]).status !== 0) {
+    removeDir(mnt)
+    return undefined
+  }
+  t.teardown(() => {
+    spawnSync('umount', [mnt])
+    removeDir(mnt)
+  })
+  return mnt
+}
+
+t.test('a new store on a file system with a few KiB left: keys create --init and run exit 74 with one line, never SIGSEGV, and leave no empty data.mdb', async (t) => {
+  const mnt = tinyTmpfs(t)
+  if (!mnt) return t.skip('needs root and mount -t tmpfs')
+  // All but 8 KiB taken: lock.mdb (8 KiB, written through a memory map) cannot get its pages.
+  spawnSync('dd', ['if=/dev/zero', `of=${join(mnt, 'fill')}`, 'bs=1k', 'count=1016'])
+  for (const args of [['keys', 'create', '--team', 't', '--scopes', 'admin', '--init'], ['run']]) {
+    const dir = join(mnt, args[0])
+    const r = await meterd(args, { env: { METERD_DATA_DIR: dir, METERD_BOOTSTRAP_API_KEY: 'k'.repeat(40) }, timeout: 30_000 })
+    t.equal(r.code, 74, `meterd ${args[0]}: exit 74, not killed by a signal (stderr: ${r.stderr})`)
+    t.match(r.stderr, new RegExp(`${dir}.*(is full|the disk is full): no space is left on its disk \\(ENOSPC\\)`))
+    t.notMatch(r.stderr, /\n\s+at /, 'no stack')
+    t.notOk(existsSync(join(dir, 'data.mdb')), 'no empty data.mdb is left to be refused as damaged at the next start')
+  }
+})
+
+t.test('a data directory on a read-only file system: keys list and reprice exit 78 with one line, as run does', async (t) => {
+  const mnt = tinyTmpfs(t)
+  if (!mnt) return t.skip('needs root and mount -t tmpfs')
+  const dir = join(mnt, 'data')
+  const env = { METERD_DATA_DIR: dir }
+  t.equal((await meterd(['keys', 'create', '--init', '--team', 't', '--scopes', 'admin'], { env })).code, 0, 'a store is made')
+  t.equal(spawnSync('mount', ['-o', 'remount,ro', mnt]).status, 0, 'the file system is made read-only')
+  for (const args of [['keys', 'list'], ['reprice', '--dry-run'], ['run']]) {
+    const r = await meterd(args, { env: { ...env, METERD_BOOTSTRAP_API_KEY: 'k'.repeat(40) }, timeout: 30_000 })
+    t.equal(r.code, 78, `meterd ${args.join(' ')}: exit 78 (stderr: ${r.stderr})`)
+    t.match(r.stderr, `meterd: cannot open the data directory ${dir} (storage.path): the file system is read-only`)
+    t.notMatch(r.stderr, /Attempting to setup locks|\n\s+at /, "no lmdb-js text, no stack")
+  }
 })

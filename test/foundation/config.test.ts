@@ -123,3 +123,33 @@ t.test('the graph: fan-out to several exporters, forward connector, and bad refe
   const u = resolveConfig([DEFAULT_CONFIG_PATH, unused], factories, {})
   t.match(u.issues, [{ path: 'connectors.forward', message: /used as an exporter in one pipeline and as a receiver/ }])
 })
+
+t.test('a config YAML cannot resolve (alias bomb, unknown or self alias) or that never ends (/dev/zero) exits 78 naming the file', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => import('node:fs').then((fs) => fs.rmSync(dir, { recursive: true, force: true })))
+  const { writeFileSync } = await import('node:fs')
+  const lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+  for (const [prev, name] of [['a', 'b'], ['b', 'c'], ['c', 'd'], ['d', 'e'], ['e', 'f'], ['f', 'g']]) lines.push(`${name}: &${name} [${Array(9).fill(`*${prev}`).join(',')}]`)
+  const files = { 'bomb.yaml': lines.join('\n') + '\n', 'unknown.yaml': '<<: *nope\n', 'self.yaml': 'a: &x [*x]\n' }
+  for (const [name, text] of Object.entries(files)) {
+    const path = join(dir, name)
+    writeFileSync(path, text)
+    const res = await meterd(['validate', '--config', path])
+    t.equal(res.code, 78, `${name}: exit 78, not 1`)
+    t.match(res.stderr, `  ${path}: cannot be read as YAML`, `${name}: the file is named`)
+  }
+  const zero = await meterd(['validate', '--config', '/dev/zero'])
+  t.equal(zero.code, 78, '/dev/zero is refused, not read until memory runs out')
+  t.match(zero.stderr, '/dev/zero: cannot read: larger than 16 MiB')
+})
+
+t.test('a storage.max_size_mb past what LMDB can map is refused by validate, run and keys (exit 78), instead of a SIGSEGV at start', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => import('node:fs').then((fs) => fs.rmSync(dir, { recursive: true, force: true })))
+  const huge = writeConfig(dir, { storage: { path: join(dir, 'data'), max_size_mb: 99_999_999_999 } })
+  for (const args of [['validate'], ['keys', 'create', '--init', '--team', 't', '--scopes', 'admin'], ['run']]) {
+    const r = await meterd([...args, '--config', DEFAULT_CONFIG_PATH, '--config', huge], { METERD_ENDPOINT: '127.0.0.1:0', METERD_OTLP_GRPC_ENDPOINT: '', METERD_OTLP_HTTP_ENDPOINT: '' })
+    t.equal(r.code, 78, `meterd ${args[0]}: exit 78`)
+    t.match(r.stderr, '  storage.max_size_mb: ', 'names the setting')
+  }
+})

@@ -75,6 +75,37 @@ t.test('a data directory that cannot be made (under /proc) stops the start with 
   t.notMatch(r.stderr, /\n\s+at /, 'no stack trace')
 })
 
+const root = process.getuid?.() === 0
+const hasSetpriv = (() => {
+  try {
+    return statSync('/usr/bin/setpriv').isFile()
+  } catch {
+    return false
+  }
+})()
+
+t.test('a data directory whose data.mdb or lock.mdb this user may not open (left by a start as root) stops run, keys and reprice with one line, exit 78', { skip: root && !hasSetpriv && 'root needs setpriv (util-linux) to run as another user' }, async (t) => {
+  const dir = tempDir()
+  t.teardown(() => removeDir(dir))
+  const dataDir = join(dir, 'data')
+  const m = await startMeterd(t, { dataDir })
+  await m.close()
+  // As root the commands run as nobody over root's 0600 files; otherwise the files lose our own access.
+  chmodSync(dir, 0o755)
+  chmodSync(dataDir, 0o777)
+  const prefix = root ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', 'env', '-u', 'NODE_OPTIONS'] : ['env', '-u', 'NODE_OPTIONS']
+  for (const [file, mode] of [['data.mdb', 0o000], ['lock.mdb', 0o444]] as const) {
+    chmodSync(join(dataDir, 'data.mdb'), file === 'data.mdb' ? (root ? 0o600 : mode) : 0o644)
+    chmodSync(join(dataDir, 'lock.mdb'), file === 'lock.mdb' ? (root ? 0o644 : mode) : 0o666)
+    for (const args of [['run'], ['keys', 'list'], ['reprice', '--dry-run']]) {
+      const r = await meterd(args, { env: { METERD_DATA_DIR: dataDir }, prefix, timeout: 30_000 })
+      t.equal(r.code, 78, `${file}: meterd ${args.join(' ')} exits 78 (${r.stderr.trim().slice(0, 200)})`)
+      t.match(r.stderr, `meterd: cannot open the data directory ${dataDir} (storage.path): permission denied — give the user running meterd read and write access to it`)
+      t.notMatch(r.stderr, /\n\s+at |EACCES|Attempting to setup locks/, 'no stack, no raw errno text')
+    }
+  }
+})
+
 t.test('makeDirs makes every missing level owner-only, and leaves what exists', async (t) => {
   const previous = process.umask(0o022)
   t.teardown(() => process.umask(previous))

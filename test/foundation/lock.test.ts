@@ -71,3 +71,29 @@ t.test('the lock of a daemon that was killed does not block the next start', asy
   t.equal(readFileSync(join(dataDir, 'meterd.pid'), 'utf8').trim(), String(second.proc.pid), 'and holds the lock')
   await second.stop()
 })
+
+for (const workers of ['1', '2']) {
+  t.test(`SIGHUP (a closed terminal, kill -HUP) drains the daemon like SIGTERM (server.workers ${workers}): exit 0, the lock file is gone`, async (t) => {
+    const dataDir = tempDir('meterd-lock-hup-')
+    t.teardown(() => removeDir(dataDir))
+    const d = await spawnMeterd(t, { dataDir, env: { METERD_WORKERS: workers } })
+    t.equal((await call(d.url + C, { key: ADMIN_KEY, body: completion() })).status, 201, 'it serves')
+    t.equal(await d.stop('SIGHUP'), 0, 'exit 0, not death by the signal')
+    t.notOk(existsSync(join(dataDir, 'meterd.pid')), 'the lock file is removed')
+  })
+}
+
+t.test('a stale meterd.pid whose pid another program now has (a reboot, a new container) does not block the start; a live meterd still does', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
+  const dataDir = tempDir('meterd-lock-reused-')
+  t.teardown(() => removeDir(dataDir))
+  const other = spawn('sleep', ['60'], { stdio: 'ignore' })
+  t.teardown(() => other.kill('SIGKILL'))
+  const { writeFileSync } = await import('node:fs')
+  writeFileSync(join(dataDir, 'meterd.pid'), `${other.pid}\n`)
+  const d = await spawnMeterd(t, { dataDir })
+  t.equal(readFileSync(join(dataDir, 'meterd.pid'), 'utf8').trim(), String(d.proc.pid), 'the file of a pid that is not a meterd is taken over')
+  const second = await runToExit(dataDir)
+  t.equal(second.code, 75, 'a second meterd is still refused')
+  t.match(second.output, `in use by another meterd (pid ${d.proc.pid}`)
+  await d.stop()
+})

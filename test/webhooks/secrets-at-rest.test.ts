@@ -7,6 +7,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync 
 import { join } from 'node:path'
 import t from 'tap'
 import { call, tempDir, removeDir } from '../helpers/meterd.js'
+import { meterd } from '../helpers/cli.js'
 import { Store } from '../../src/store/store.js'
 import { verifyWebhook } from '../../src/domain/webhooks/verify.js'
 import { api, startReceiver, startWebhookMeterd, T0, type Receiver } from '../helpers/webhook-receiver.js'
@@ -123,4 +124,23 @@ t.test('a damaged master.key stops the start with a message naming it (never a n
   writeFileSync(join(dataDir, 'master.key'), 'not a key\n')
   await t.rejects(startWebhookMeterd(t, { dataDir }), { message: /master\.key is damaged.*restore it from the backup/ })
   t.equal(readFileSync(join(dataDir, 'master.key'), 'utf8'), 'not a key\n', 'left as it was')
+})
+
+t.test('a master.key meterd cannot read (a directory in its place) or a damaged one stops meterd run with one line and exit 78, no stack', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => removeDir(dir))
+  const dataDir = join(dir, 'data')
+  const { mkdirSync } = await import('node:fs')
+  mkdirSync(join(dataDir, 'master.key'), { recursive: true })
+  const env = { METERD_DATA_DIR: dataDir, METERD_BOOTSTRAP_API_KEY: 'k'.repeat(40) }
+  const asDir = await meterd(['run'], { env, timeout: 30_000 })
+  t.equal(asDir.code, 78, 'exit 78, not 1')
+  t.match(asDir.stderr, `meterd: ${join(dataDir, 'master.key')} is a directory, not meterd's master key — put the master.key file of your backup in its place`)
+  t.notMatch(asDir.stderr, /\n\s+at |start failed/, 'no stack')
+  rmSync(join(dataDir, 'master.key'), { recursive: true })
+  writeFileSync(join(dataDir, 'master.key'), 'not a key\n')
+  const damaged = await meterd(['run'], { env, timeout: 30_000 })
+  t.equal(damaged.code, 78)
+  t.match(damaged.stderr, /master\.key is damaged \(not a meterd master key\) — restore it from the backup/)
+  t.notMatch(damaged.stderr, /\n\s+at |start failed/, 'no stack')
 })

@@ -33,7 +33,7 @@ const MAX_RESTARTS_PER_WINDOW = 10
  * The primary process of a clustered daemon (node:cluster): forks the workers (the leader
  * first, the rest once it is ready), gives them a directory for the sockets they publish to each
  * other on (peers.ts), answers their requests, restarts a worker that dies, and on
- * SIGTERM/SIGINT drains them all. A worker that fails before it was ever ready stops the
+ * SIGTERM/SIGINT/SIGHUP drains them all. A worker that fails before it was ever ready stops the
  * daemon (a bad config or a busy port would only crash-loop); so does a crash loop.
  * Resolves with the exit code.
  */
@@ -186,6 +186,8 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
   }
   process.on('SIGTERM', () => onSignal('SIGTERM'))
   process.on('SIGINT', () => onSignal('SIGINT'))
+  // Not Node's default (an exit at once, leaving the workers to drain unwatched): drain as for SIGTERM.
+  process.on('SIGHUP', () => onSignal('SIGHUP'))
 
   logger.info({ workers: opts.workers }, 'starting workers')
   fork(0)

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { closeSync, openSync, readSync } from 'node:fs'
 import { join } from 'node:path'
 import { parse as parseYaml, parseDocument } from 'yaml'
 import type { ConfigIssue } from './schema.js'
@@ -27,7 +27,7 @@ export function loadConfigFiles(files: string[], env: NodeJS.ProcessEnv = proces
   for (const file of files.length ? files : [DEFAULT_CONFIG_PATH]) {
     let text: string
     try {
-      text = readFileSync(file, 'utf8')
+      text = readCapped(file)
     } catch (err) {
       issues.push({ path: file, message: `cannot read: ${(err as Error).message}` })
       continue
@@ -37,15 +37,51 @@ export function loadConfigFiles(files: string[], env: NodeJS.ProcessEnv = proces
       for (const e of doc.errors) issues.push({ path: file, message: e.message.split('\n')[0] })
       continue
     }
-    const value = (doc.toJS() ?? {}) as Json
+    let value: Json
+    try {
+      // Aliases are resolved here: an alias bomb, an undefined or a self-referencing alias throws.
+      value = (doc.toJS() ?? {}) as Json
+    } catch (err) {
+      issues.push({ path: file, message: `cannot be read as YAML: ${(err as Error).message}` })
+      continue
+    }
     if (typeof value !== 'object' || Array.isArray(value) || value === null) {
       issues.push({ path: file, message: 'the top level must be a map' })
       continue
     }
-    merged = deepMerge(merged, expandEnv(value, '', env, issues))
+    try {
+      merged = deepMerge(merged, expandEnv(value, '', env, issues))
+    } catch (err) {
+      // `a: &x [*x]` is a value that contains itself: walking it never ends.
+      if (!(err instanceof RangeError)) throw err
+      issues.push({ path: file, message: 'cannot be read as YAML: an alias refers to its own anchor, or the nesting is too deep' })
+    }
   }
   if (issues.length) throw new ConfigError(issues)
   return merged as Record<string, unknown>
+}
+
+/** Far past any real config: a larger file (or /dev/zero) is refused rather than read until memory runs out. */
+export const MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+/** The file's text, read in chunks so a device or a pipe is read too (`--config <(...)`), up to MAX_CONFIG_BYTES. */
+function readCapped(file: string): string {
+  const fd = openSync(file, 'r')
+  try {
+    const chunks: Buffer[] = []
+    let total = 0
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(64 * 1024)
+      const n = readSync(fd, chunk, 0, chunk.length, null)
+      if (n === 0) break
+      total += n
+      if (total > MAX_CONFIG_BYTES) throw new Error(`larger than ${MAX_CONFIG_BYTES / 1024 / 1024} MiB: not a config file`)
+      chunks.push(chunk.subarray(0, n))
+    }
+    return Buffer.concat(chunks).toString('utf8')
+  } finally {
+    closeSync(fd)
+  }
 }
 
 export function deepMerge(a: Json, b: Json): Json {

@@ -79,7 +79,7 @@ export type ServerConfig = Static<typeof ServerSchema>
 export const StorageSchema = Type.Object(
   {
     path: Type.String({ default: './data', description: 'Directory of the LMDB environment' }),
-    max_size_mb: Type.Integer({ default: 16384, minimum: 16, description: 'Initial size of the memory map, and the most space written ahead (preallocate_mb) may reach; not a limit on the data: lmdb-js maps more when the data outgrows it. Watch free space instead (a full disk: docs/deployment.md)' }),
+    max_size_mb: Type.Integer({ default: 16384, minimum: 16, maximum: 8388608, description: 'Initial size of the memory map, and the most space written ahead (preallocate_mb) may reach; not a limit on the data: lmdb-js maps more when the data outgrows it. Watch free space instead (a full disk: docs/deployment.md). At most 8 TiB: a map past the address space LMDB can reserve (64 TiB here) crashed the process (SIGSEGV) at start' }),
     preallocate_mb: Type.Integer({
       default: 8,
       minimum: 0,

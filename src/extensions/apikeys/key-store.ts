@@ -40,6 +40,14 @@ export type AccountChoice = 'given' | 'team' | 'default'
  */
 const NAME = /^[^\u0000-\u001f\u007f]{1,255}$/
 
+/** Throws when a team, account, tenant or environment name is empty, too long or has control characters (the CLI checks before opening the store). */
+export function checkLabels(k: { team?: string; account?: string; tenant?: string; environment?: string }): void {
+  for (const what of ['team', 'account', 'tenant', 'environment'] as const) {
+    const v = k[what]
+    if (v !== undefined && !NAME.test(v)) throw new Error(`the ${what} name must be 1 to 255 characters without control characters`)
+  }
+}
+
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 
 function randomToken(n: number): string {
@@ -126,8 +134,7 @@ export class KeyStore {
   async create(k: NewKey, opts: { bootstrap?: boolean } = {}): Promise<{ key: string; record: ApiKeyRecord; account: AccountChoice }> {
     const tenant = k.tenant ?? 'default'
     const environment = k.environment ?? 'production'
-    for (const [what, v] of [['team', k.team], ['account', k.account], ['tenant', tenant], ['environment', environment]] as const)
-      if (v !== undefined && !NAME.test(v)) throw new Error(`the ${what} name must be 1 to 255 characters without control characters`)
+    checkLabels({ ...k, tenant, environment })
     // `hak_<tenant>_<secret>`: the classic shape, which real middleware insists on.
     const key = k.key ?? `hak_${tenant.replace(/[^A-Za-z0-9]/g, '').slice(0, 16) || 't'}_${randomToken(32)}`
     const record: ApiKeyRecord = {

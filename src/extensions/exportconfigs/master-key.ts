@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { DATA_FILE_MODE } from '../../store/data-dir.js'
+import { StartupError } from '../../core/startup-error.js'
 
 /** The generated master key's file, beside data.mdb: back both up together. */
 export const MASTER_KEY_FILE = 'master.key'
@@ -10,11 +11,28 @@ export const MASTER_KEY_FILE = 'master.key'
 export function readMasterKeyFile(dataDir: string): string | undefined {
   const path = join(dataDir, MASTER_KEY_FILE)
   if (!existsSync(path)) return undefined
-  const key = readFileSync(path, 'utf8').trim()
+  let key: string
+  try {
+    key = readFileSync(path, 'utf8').trim()
+  } catch (err) {
+    // One line and exit 78 (a file left by a start as root, a directory in its place), never a stack.
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'EACCES' || code === 'EPERM')
+      throw new StartupError(`cannot read the master key ${path}: permission denied`, 'give the user running meterd read and write access to the data directory and every file in it')
+    if (code === 'EISDIR') throw new StartupError(`${path} is a directory, not meterd's master key`, 'put the master.key file of your backup in its place')
+    throw new StartupError(`cannot read the master key ${path}: ${(err as Error).message}`, 'restore it from the backup taken with data.mdb')
+  }
   if (!/^[A-Za-z0-9_-]{43}$/.test(key))
-    throw new Error(`${path} is damaged (not a meterd master key): restore it from the backup taken with data.mdb; without it the webhook signing secrets cannot be read and must be rotated`)
-  // A copy restored with looser permissions is made owner-only again.
-  chmodSync(path, DATA_FILE_MODE)
+    throw new StartupError(
+      `${path} is damaged (not a meterd master key)`,
+      'restore it from the backup taken with data.mdb; without it the webhook signing secrets cannot be read and must be rotated',
+    )
+  try {
+    // A copy restored with looser permissions is made owner-only again.
+    chmodSync(path, DATA_FILE_MODE)
+  } catch {
+    // Another user's file that we may read but not chmod: it is read all the same.
+  }
   return key
 }
 

@@ -1,6 +1,5 @@
 import { readFileSync, unlinkSync, writeFileSync } from 'node:fs'
-import { basename } from 'node:path'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { makeDirs } from './data-dir.js'
 
 /** sysexits.h EX_TEMPFAIL: the data directory is in use; it can be retried once the other daemon stops. */

@@ -137,6 +137,21 @@ export class Store implements Environment {
     return (db.put(key, value, NO_OVERWRITE) as Promise<boolean> & { result?: boolean }).result === true
   }
 
+  /**
+   * Replaces the value of a key that is still there, in the transaction that checks it, and
+   * resolves once durable: false when the key is gone (an update that read its row while a
+   * delete committed must not bring the row back).
+   */
+  replaceExisting<K extends import('lmdb').Key, V>(db: Database<V, K>, key: K, value: V): Promise<boolean> {
+    return this.durable(
+      this.root.transaction(() => {
+        if (db.get(key) === undefined) return false
+        db.put(key, value)
+        return true
+      }),
+    )
+  }
+
   /** A new unit of writes committed as one transaction (src/store/write-unit.ts). */
   unit(): LmdbWriteUnit {
     return new LmdbWriteUnit(this)

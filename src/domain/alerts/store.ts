@@ -116,14 +116,7 @@ export class AlertStore {
    */
   async update(rule: AlertRule): Promise<boolean> {
     await this.shared?.writable()
-    const kept = await this.store.durable(
-      this.store.root.transaction(() => {
-        if (this.rules.get(rule.id) === undefined) return false
-        this.rules.put(rule.id, rule)
-        return true
-      }),
-    )
-    if (!kept) return false
+    if (!(await this.store.replaceExisting(this.rules, rule.id, rule))) return false
     this.byId.set(rule.id, rule)
     await this.shared?.wrote('alert-rules', [rule.id])
     this.onChange?.()

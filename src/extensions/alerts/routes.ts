@@ -55,14 +55,6 @@ export function ruleView(rule: AlertRule, state: AlertState) {
 }
 
 /**
- * A body may repeat the key's identity (`teamId` as a rule's GET shows it), never name another
- * team (`teamId` or `team`) or tenant: 403, as for tools and export configurations.
- */
-function checkBodyTeam(body: unknown, ctx: RequestContext): void {
-  withoutOwnIdentity(body, ctx.principal!)
-}
-
-/**
  * `/{api_prefix}/v2/api/sources/ai/anomaly` (platform bucket): alert rules of the key's team —
  * list, create, read, replace (PUT; fields left out keep their values), delete — and each rule's
  * history at `…/{id}/events`.
@@ -110,7 +102,8 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
   route('POST', '', 'platform:write', async (ctx) => {
     const team = checkTeam(ctx)
     const body = await ctx.json()
-    checkBodyTeam(body, ctx)
+    // A body may repeat the key's identity (`teamId` as a GET shows it), never name another team: 403.
+    withoutOwnIdentity(body, ctx.principal!)
     const fields = parseRule(body)
     // Creations still being written count too: a burst of POSTs would otherwise all pass the check.
     const creating = creatingFor.get(team) ?? 0
@@ -142,10 +135,10 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     // after the body, so a deletion committed meanwhile is a 404.
     return writes.run(ctx.params.id, async () => {
       const current = load(ctx)
-      checkBodyTeam(body, ctx)
+      withoutOwnIdentity(body, ctx.principal!)
       const fields = parseRule(body, current)
       await checkWebhooks(fields, current.team, current)
-      const rule: AlertRule = { ...load(ctx), ...fields, updatedAt: iso() }
+      const rule: AlertRule = { ...current, ...fields, updatedAt: iso() }
       if (!(await store.update(rule))) throw notFound(`no alert rule ${ctx.params.id}`, 'id')
       // A changed rule is measured afresh; a disabled one stops firing without an event (docs/alerts.md).
       evaluator.forget(rule.id)

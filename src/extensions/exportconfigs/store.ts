@@ -84,14 +84,7 @@ export class ExportConfigStore implements ConfigurationSource {
    */
   async update(c: ExportConfiguration): Promise<boolean> {
     await this.shared?.writable()
-    const kept = await this.store.durable(
-      this.store.root.transaction(() => {
-        if (this.configs.get(c.id) === undefined) return false
-        this.configs.put(c.id, c)
-        return true
-      }),
-    )
-    if (!kept) return false
+    if (!(await this.store.replaceExisting(this.configs, c.id, c))) return false
     this.index(c)
     await this.shared?.wrote('export_configurations', [c.id])
     this.onChange?.()

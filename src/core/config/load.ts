@@ -17,9 +17,8 @@ type Json = null | boolean | number | string | Json[] | { [k: string]: Json }
 
 /**
  * Reads the files, expands `${env:VAR}`, `${env:VAR:-default}` and `${env:VAR-default}` in
- * every string, and
- * deep-merges them in order (maps merge, everything else — lists too — is replaced by the
- * later file), as the Collector does with several --config flags.
+ * every string, and deep-merges them in order (maps merge, everything else — lists too — is
+ * replaced by the later file), as the Collector does with several --config flags.
  */
 export function loadConfigFiles(files: string[], env: NodeJS.ProcessEnv = process.env): Record<string, unknown> {
   const issues: ConfigIssue[] = []

@@ -1,5 +1,6 @@
 import { existsSync, statfsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
+import { isDeepStrictEqual } from 'node:util'
 import { open, type Database, type Key, type RootDatabase } from 'lmdb'
 import { checkDataFile } from './check.js'
 import { DATA_FILE_MODE, prepareDataDir } from './data-dir.js'
@@ -11,6 +12,9 @@ import { migrateUsageLayout } from './usage-layout.js'
 import { UsageStore } from './usage-store.js'
 import { WriteHealth, type WriteHealthListener } from './write-health.js'
 import { LmdbWriteUnit } from './write-unit.js'
+
+/** What Store.replaceExisting did. */
+export type Replaced<V> = { outcome: 'replaced' } | { outcome: 'gone' } | { outcome: 'changed'; now: V }
 
 const NO_OVERWRITE = { noOverwrite: true } as any // lmdb-js's put options; its types omit noOverwrite
 
@@ -138,16 +142,21 @@ export class Store implements Environment {
   }
 
   /**
-   * Replaces the value of a key that is still there, in the transaction that checks it, and
-   * resolves once durable: false when the key is gone (an update that read its row while a
-   * delete committed must not bring the row back).
+   * Replaces the value `read` of a key with `value`, in the transaction that checks it is still
+   * that value, and resolves once durable. `gone` when the key was removed meanwhile (an update
+   * that read its row while a delete committed must not bring the row back); `changed`, with the
+   * value as it is now, when another write committed since the read: another worker on this data
+   * directory, whose change a row merged from the older copy would undo. The caller merges its
+   * change over `now` and tries again.
    */
-  replaceExisting<K extends import('lmdb').Key, V>(db: Database<V, K>, key: K, value: V): Promise<boolean> {
+  replaceExisting<K extends Key, V>(db: Database<V, K>, key: K, read: V, value: V): Promise<Replaced<V>> {
     return this.durable(
-      this.root.transaction(() => {
-        if (db.get(key) === undefined) return false
+      this.root.transaction((): Replaced<V> => {
+        const now = db.get(key)
+        if (now === undefined) return { outcome: 'gone' }
+        if (!isDeepStrictEqual(now, read)) return { outcome: 'changed', now }
         db.put(key, value)
-        return true
+        return { outcome: 'replaced' }
       }),
     )
   }

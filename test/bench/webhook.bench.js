@@ -62,7 +62,7 @@ const { engine, store } = ext
 async function makeConfig(team, signed) {
   const now = new Date().toISOString()
   const c = { id: `exp_bench_${team}`, team, name: team, url, enabled: true, eventTypes: ['usage.completion'], filters: {}, batching: null, timeoutMs: null, createdAt: now, updatedAt: now }
-  await store.put(c)
+  await store.create(c, false, Date.now())
   if (signed) await store.rotate(c.id, false, Date.now()) // a 24 h overlap: two signatures per delivery, the worst case
   return c
 }

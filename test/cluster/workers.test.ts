@@ -148,6 +148,39 @@ t.test('dedup, idempotency, tools, tiers, analytics, webhooks and metrics hold a
     t.equal(new Set(ids).size, 40, 'no event delivered twice')
   })
 
+  await t.test('changes to one export configuration or alert rule made on both workers at once are all kept', async (t) => {
+    // Each round sends two partial changes of different fields at once, on connections the
+    // cluster hands to different workers: both read the resource before either commits, and a
+    // write that replaced the whole row with the copy it read would undo the other's change.
+    const hook = await send(d.url, `${API}/export-configurations`, { body: { name: 'raced', url: rx.url, filters: { organizationName: 'Nobody' } } })
+    t.equal(hook.status, 201, JSON.stringify(hook.body))
+    const rule = await send(d.url, `${API}/sources/ai/anomaly`, {
+      body: { name: 'raced', alertType: 'THRESHOLD', metricType: 'TOTAL_COST', operatorType: 'GREATER_THAN', threshold: 100, periodDuration: 'DAILY' },
+    })
+    t.equal(rule.status, 201, JSON.stringify(rule.body))
+    const hookPath = `${API}/export-configurations/${hook.body.id}`
+    const rulePath = `${API}/sources/ai/anomaly/${rule.body.id}`
+    await sleep(20)
+    const lost: string[] = []
+    for (let i = 0; i < 15; i++) {
+      const answers = await Promise.all([
+        send(d.url, hookPath, { method: 'PATCH', body: { name: `name-${i}` } }),
+        send(d.url, hookPath, { method: 'PATCH', body: { timeoutMs: 1000 + i } }),
+        send(d.url, rulePath, { method: 'PUT', body: { name: `name-${i}` } }),
+        send(d.url, rulePath, { method: 'PUT', body: { description: `description-${i}` } }),
+      ])
+      t.same(answers.map((a) => a.status), [200, 200, 200, 200], `round ${i} answered`)
+      const [h, r] = await Promise.all([send(d.url, hookPath), send(d.url, rulePath)])
+      if (h.body.name !== `name-${i}` || h.body.timeoutMs !== 1000 + i) lost.push(`round ${i}: export configuration ${JSON.stringify({ name: h.body.name, timeoutMs: h.body.timeoutMs })}`)
+      if (r.body.name !== `name-${i}` || r.body.description !== `description-${i}`) lost.push(`round ${i}: alert rule ${JSON.stringify({ name: r.body.name, description: r.body.description })}`)
+    }
+    t.same(lost, [], 'no change answered 200 was undone by the other worker')
+    // A change of a resource deleted meanwhile on the other worker is still a 404, never a resurrection.
+    const [, patched] = await Promise.all([send(d.url, hookPath, { method: 'DELETE' }), send(d.url, hookPath, { method: 'PATCH', body: { name: 'late' } })])
+    t.ok([200, 404].includes(patched.status), `a PATCH racing the DELETE: ${patched.status}`)
+    t.equal((await send(d.url, hookPath)).status, 404, 'the deletion stands')
+  })
+
   await t.test('/metrics sums the workers', async (t) => {
     const res = await send(d.url, '/metrics')
     const m = /^meterd_ratelimit_requests_total\{bucket="metering",decision="allowed",reason="none"\} (\d+)/m.exec(res.body)

@@ -115,7 +115,7 @@ t.test('a name that resolves to an internal address by the time of delivery is n
   const name = hostname()
   const created = await call(api(m), { key, body: { name: 'moved', url: 'https://[2606:4700:4700::1111]/hook' } })
   const config = ext.store!.get(created.body.id)!
-  await ext.store!.put({ ...config, url: rx.url.replace('127.0.0.1', name) })
+  await ext.store!.update({ ...config, url: rx.url.replace('127.0.0.1', name) }, config)
   const sent = await call(`${api(m)}/${config.id}/send-test-event`, { key, body: {} })
   await engine.settle()
   const delivery = (await call(`${api(m)}/${config.id}/deliveries/${sent.body.deliveryId}`, { key })).body

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
 import type { SharedTables, TableView } from '../../ports/tables.js'
-import type { Store } from '../../store/store.js'
+import type { Replaced, Store } from '../../store/store.js'
 import { INITIAL_STATE, type AlertEvent, type AlertRule, type AlertState } from './model.js'
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -111,16 +111,19 @@ export class AlertStore {
   }
 
   /**
-   * Writes a change to a rule that still exists, in the transaction that checks it: a PUT that
-   * read its body while a DELETE committed must not bring the rule back. False when it is gone.
+   * Writes a change `rule` to the rule as it was `read`, in the transaction that checks it is
+   * still so (Store.replaceExisting): `gone` when a DELETE committed meanwhile, `changed` with the
+   * rule as it is now when another worker changed it meanwhile (the caller merges over that and
+   * tries again).
    */
-  async update(rule: AlertRule): Promise<boolean> {
+  async update(rule: AlertRule, read: AlertRule): Promise<Replaced<AlertRule>> {
     await this.shared?.writable()
-    if (!(await this.store.replaceExisting(this.rules, rule.id, rule))) return false
+    const done = await this.store.replaceExisting(this.rules, rule.id, read, rule)
+    if (done.outcome !== 'replaced') return done
     this.byId.set(rule.id, rule)
     await this.shared?.wrote('alert-rules', [rule.id])
     this.onChange?.()
-    return true
+    return done
   }
 
   /** Removes a rule with its state and history. */

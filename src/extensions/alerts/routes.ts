@@ -131,19 +131,28 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
   route('PUT', '/:id', 'platform:write', async (ctx) => {
     load(ctx)
     const body = await ctx.json()
-    // One change of a rule at a time, each merged over the rule as the one before left it; read
-    // after the body, so a deletion committed meanwhile is a 404.
+    // One change of a rule at a time in this process, each merged over the rule as the one before
+    // left it; read after the body, so a deletion committed meanwhile is a 404. Another worker's
+    // change committed after the read is found in the write's transaction, and this one is merged
+    // over it again.
     return writes.run(ctx.params.id, async () => {
-      const current = load(ctx)
+      let current = load(ctx)
       withoutOwnIdentity(body, ctx.principal!)
-      const fields = parseRule(body, current)
-      await checkWebhooks(fields, current.team, current)
-      const rule: AlertRule = { ...current, ...fields, updatedAt: iso() }
-      if (!(await store.update(rule))) throw notFound(`no alert rule ${ctx.params.id}`, 'id')
-      // A changed rule is measured afresh; a disabled one stops firing without an event (docs/alerts.md).
-      evaluator.forget(rule.id)
-      if (!rule.enabled && evaluator.state(rule).firing) await store.setState(rule.id, INITIAL_STATE)
-      return { status: 200, body: ruleView(rule, evaluator.state(rule)) }
+      for (;;) {
+        const fields = parseRule(body, current)
+        await checkWebhooks(fields, current.team, current)
+        const rule: AlertRule = { ...current, ...fields, updatedAt: iso() }
+        const done = await store.update(rule, current)
+        if (done.outcome === 'gone') throw notFound(`no alert rule ${ctx.params.id}`, 'id')
+        if (done.outcome === 'changed') {
+          current = done.now
+          continue
+        }
+        // A changed rule is measured afresh; a disabled one stops firing without an event (docs/alerts.md).
+        evaluator.forget(rule.id)
+        if (!rule.enabled && evaluator.state(rule).firing) await store.setState(rule.id, INITIAL_STATE)
+        return { status: 200, body: ruleView(rule, evaluator.state(rule)) }
+      }
     })
   })
 

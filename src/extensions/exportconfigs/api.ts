@@ -232,24 +232,32 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     await checkDestination(d, f.url)
     return writes.run(ctx.params.id, () => apply(ctx, f, full))
   }
-  /** One change of a configuration at a time (writes), over it as the one before left it; a deletion meanwhile is a 404. */
+  /**
+   * One change of a configuration at a time in this process (writes), over it as the one before
+   * left it; a deletion meanwhile is a 404. Another worker's change committed after the read is
+   * found in the write's transaction, and this change is merged over it again.
+   */
   const apply = async (ctx: RequestContext, f: Partial<Fields>, full: boolean): Promise<Reply> => {
     let c = load(ctx)
     if (f.signingEnabled !== undefined && !(await store.setSigningEnabled(c.id, f.signingEnabled)))
       throw invalid('no_signing_secret', 'this configuration has no signing secret yet: call rotate-signing-secret', 'signingEnabled')
     c = load(ctx)
     const { signingEnabled: _s, ...fields } = f
-    const next: ExportConfiguration = { ...c, ...fields, updatedAt: iso() }
-    if (full) {
-      next.enabled = f.enabled ?? true
-      next.eventTypes = f.eventTypes ?? [...USAGE_EVENT_TYPES]
-      next.filters = f.filters ?? {}
-      next.batching = f.batching ?? null
-      next.timeoutMs = f.timeoutMs ?? null
+    for (;;) {
+      const next: ExportConfiguration = { ...c, ...fields, updatedAt: iso() }
+      if (full) {
+        next.enabled = f.enabled ?? true
+        next.eventTypes = f.eventTypes ?? [...USAGE_EVENT_TYPES]
+        next.filters = f.filters ?? {}
+        next.batching = f.batching ?? null
+        next.timeoutMs = f.timeoutMs ?? null
+      }
+      if (next.enabled) delete next.disabledReason
+      const done = await store.update(next, c)
+      if (done.outcome === 'replaced') return { status: 200, body: view(d, next) }
+      if (done.outcome === 'gone') throw notFound(`no export configuration ${ctx.params.id}`, 'id')
+      c = done.now
     }
-    if (next.enabled) delete next.disabledReason
-    if (!(await store.update(next))) throw notFound(`no export configuration ${ctx.params.id}`, 'id')
-    return { status: 200, body: view(d, next) }
   }
   route('PATCH', '/:id', 'platform:write', update(false))
   route('PUT', '/:id', 'platform:write', update(true))

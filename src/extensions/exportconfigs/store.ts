@@ -1,6 +1,6 @@
 import type { Database } from 'lmdb'
 import type { SharedTables, TableView } from '../../ports/tables.js'
-import type { Store } from '../../store/store.js'
+import type { Replaced, Store } from '../../store/store.js'
 import type { ConfigurationSource, ExportConfiguration } from '../../domain/webhooks/model.js'
 import { SecretBox, SecretUnreadable, rotate, statusOf, newSecret, type SealedSecret, type SigningState, type SigningStatus } from './secrets.js'
 
@@ -72,31 +72,25 @@ export class ExportConfigStore implements ConfigurationSource {
     return this.byTeam.get(team) ?? []
   }
 
-  async put(c: ExportConfiguration): Promise<void> {
-    await this.shared?.writable()
-    await this.putRow(c)
-  }
-
   /**
-   * Writes a change to a configuration that still exists, in the transaction that checks it: a
-   * PATCH or PUT that read its body while a DELETE committed must not bring the configuration
-   * back (without its signing secret). False when it is gone.
+   * Writes a change `c` to the configuration as it was `read`, in the transaction that checks it
+   * is still so (Store.replaceExisting): `gone` when a DELETE committed meanwhile (nothing comes
+   * back without its signing secret), `changed` with the configuration as it is now when another
+   * worker changed it meanwhile (the caller merges over that and tries again).
    */
-  async update(c: ExportConfiguration): Promise<boolean> {
+  async update(c: ExportConfiguration, read: ExportConfiguration): Promise<Replaced<ExportConfiguration>> {
     await this.shared?.writable()
-    if (!(await this.store.replaceExisting(this.configs, c.id, c))) return false
-    this.index(c)
-    await this.shared?.wrote('export_configurations', [c.id])
-    this.onChange?.()
-    return true
+    return this.replace(c, read)
   }
 
-  /** The delivery engine's own change (disabling a failing endpoint) is made even while Redis is down. */
-  private async putRow(c: ExportConfiguration): Promise<void> {
-    await this.store.durable(this.configs.put(c.id, c))
+  /** update() without asking Redis first: the delivery engine's own change (disable) is made even while Redis is down. */
+  private async replace(c: ExportConfiguration, read: ExportConfiguration): Promise<Replaced<ExportConfiguration>> {
+    const done = await this.store.replaceExisting(this.configs, c.id, read, c)
+    if (done.outcome !== 'replaced') return done
     this.index(c)
     await this.shared?.wrote('export_configurations', [c.id])
     this.onChange?.()
+    return done
   }
 
   /**
@@ -134,9 +128,13 @@ export class ExportConfigStore implements ConfigurationSource {
   }
 
   async disable(id: string, reason: string): Promise<void> {
-    const c = this.get(id)
-    if (!c || !c.enabled) return
-    await this.putRow({ ...c, enabled: false, disabledReason: reason, updatedAt: new Date().toISOString() })
+    // Over the configuration as it is when the write commits: a PATCH committed meanwhile (on
+    // another worker too) keeps its change, and a deletion stands.
+    for (let c = this.get(id); c?.enabled; ) {
+      const done = await this.replace({ ...c, enabled: false, disabledReason: reason, updatedAt: new Date().toISOString() }, c)
+      if (done.outcome !== 'changed') return
+      c = done.now
+    }
   }
 
   signingState(id: string): SigningState | undefined {

@@ -37,4 +37,18 @@ export interface SharedTables {
   attach(tables: SharedTable[]): Promise<void>
   /** Rows of `db` this replica just wrote (the current LMDB value; absent = removed) go to the others. */
   wrote(db: string, keys: unknown[]): Promise<void>
+  /**
+   * Replaces the row `key` of `db`, read here as `read`, with `value` when the cluster still holds
+   * `read` (checked in Redis, where every replica's change lands first), then commits it to the
+   * local LMDB; otherwise nothing is written and the outcome says why (Replaced). Rejects with the
+   * 503 `shared_state_unavailable` when Redis cannot be reached.
+   */
+  replace<V>(db: string, key: unknown, read: V, value: V): Promise<Replaced<V>>
 }
+
+/**
+ * What a conditional replacement of a row did: `gone` when the row was removed meanwhile, `changed`
+ * with the row as it is now when another write committed since it was read (the caller merges its
+ * change over `now` and tries again).
+ */
+export type Replaced<V> = { outcome: 'replaced' } | { outcome: 'gone' } | { outcome: 'changed'; now: V }

@@ -7,14 +7,12 @@ import { DATA_FILE_MODE, prepareDataDir } from './data-dir.js'
 import type { DbOptions, Environment } from './environment.js'
 import { aheadOfData, Preallocator } from './preallocate.js'
 import type { ValueEncoder, ValueEncoderClass } from './record-codec.js'
+import type { Replaced } from '../ports/tables.js'
 import { LmdbTableView } from './table-view.js'
 import { migrateUsageLayout } from './usage-layout.js'
 import { UsageStore } from './usage-store.js'
 import { WriteHealth, type WriteHealthListener } from './write-health.js'
 import { LmdbWriteUnit } from './write-unit.js'
-
-/** What Store.replaceExisting did. */
-export type Replaced<V> = { outcome: 'replaced' } | { outcome: 'gone' } | { outcome: 'changed'; now: V }
 
 const NO_OVERWRITE = { noOverwrite: true } as any // lmdb-js's put options; its types omit noOverwrite
 

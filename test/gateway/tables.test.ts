@@ -5,7 +5,10 @@
  */
 import { join } from 'node:path'
 import t from 'tap'
+import { AlertStore } from '../../src/domain/alerts/store.js'
 import { ToolRegistry } from '../../src/domain/tools/registry.js'
+import { ExportConfigStore } from '../../src/extensions/exportconfigs/store.js'
+import { SecretBox } from '../../src/extensions/exportconfigs/secrets.js'
 import { removeDir, tempDir } from '../helpers/meterd.js'
 import { toolBody } from '../helpers/pricing.js'
 import { haveRedis, startRedis } from '../helpers/redis-server.js'
@@ -61,5 +64,53 @@ if (!haveRedis) {
     const lmdb = y.store.db<any, any>('tools')
     await within(5000, async () => lmdb.get(['team', made.id])?.revision === last)
     t.pass('Y\'s LMDB holds the last revision')
+  })
+
+  t.test('two replicas changing one export configuration or alert rule at once: the later is merged over the earlier', async (t) => {
+    const redis = await startRedis()
+    t.teardown(() => redis.stop())
+    const dir = tempDir('meterd-tables-')
+    t.teardown(() => removeDir(dir))
+    const replica = async (name: string) => {
+      const { store, shared } = await openReplica(t, join(dir, name), redis.url)
+      const configs = new ExportConfigStore(store, new SecretBox('k'.repeat(32)))
+      await configs.share(shared.tables)
+      const alerts = new AlertStore(store)
+      await alerts.share(shared.tables)
+      return { configs, alerts }
+    }
+    const x = await replica('x')
+    const y = await replica('y')
+    const at = new Date().toISOString()
+    const config = { id: 'exp_1', team: 'team', name: 'hook', url: 'https://example.com/hook', enabled: true, eventTypes: ['usage.completion' as const], filters: {}, batching: null, timeoutMs: null, createdAt: at, updatedAt: at }
+    await x.configs.create(config, false, Date.now())
+    const rule = { id: 'rule01', team: 'team', name: 'r', description: '', alertType: 'THRESHOLD', metricType: 'TOTAL_COST', operatorType: 'GREATER_THAN', threshold: '100', periodDuration: 'DAILY', windowSeconds: null, budgetThreshold: null, currency: null, filters: [], notificationAddresses: [], slackConfigurations: [], webhookConfigurations: [], enabled: true, createdAt: at, updatedAt: at } as any
+    await x.alerts.put(rule)
+    await within(5000, async () => y.configs.get('exp_1') !== undefined && y.alerts.get('rule01') !== undefined)
+
+    // Each replica changes a field of the row as it reads it, at the same moment: both read the
+    // same row, so without a check against what the cluster holds the later would undo the earlier.
+    const cx = x.configs.get('exp_1')!
+    const cy = y.configs.get('exp_1')!
+    const [dx, dy] = await Promise.all([x.configs.update({ ...cx, name: 'renamed' }, cx), y.configs.update({ ...cy, timeoutMs: 5000 }, cy)])
+    t.same([dx.outcome, dy.outcome].sort(), ['changed', 'replaced'], 'one change stands, the other is told the row changed')
+    if (dx.outcome === dy.outcome) return
+    const loser = dx.outcome === 'changed' ? { store: x.configs, done: dx, change: { name: 'renamed' } } : { store: y.configs, done: dy, change: { timeoutMs: 5000 } }
+    const now = (loser.done as { now: typeof cx }).now
+    t.equal((await loser.store.update({ ...now, ...loser.change }, now)).outcome, 'replaced', 'merged over the row as it is now, it stands')
+    for (const r of [x, y]) await within(5000, async () => r.configs.get('exp_1')?.name === 'renamed' && r.configs.get('exp_1')?.timeoutMs === 5000)
+    t.pass('both changes hold on both replicas')
+
+    const rx = x.alerts.get('rule01')!
+    const ry = y.alerts.get('rule01')!
+    const [ax, ay] = await Promise.all([x.alerts.update({ ...rx, name: 'renamed' }, rx), y.alerts.update({ ...ry, description: 'changed' }, ry)])
+    t.same([ax.outcome, ay.outcome].sort(), ['changed', 'replaced'], 'the same for alert rules')
+
+    // A change of a row another replica deleted is refused, and does not bring it back.
+    const stale = x.configs.get('exp_1')!
+    await y.configs.remove(y.configs.get('exp_1')!)
+    t.equal((await x.configs.update({ ...stale, name: 'late' }, stale)).outcome, 'gone', 'a deletion on the other replica stands')
+    await within(5000, async () => x.configs.get('exp_1') === undefined)
+    t.pass('deleted on both')
   })
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Database } from 'lmdb'
-import type { SharedTables, TableView } from '../../ports/tables.js'
-import type { Replaced, Store } from '../../store/store.js'
+import type { Replaced, SharedTables, TableView } from '../../ports/tables.js'
+import type { Store } from '../../store/store.js'
 import { INITIAL_STATE, type AlertEvent, type AlertRule, type AlertState } from './model.js'
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -111,17 +111,16 @@ export class AlertStore {
   }
 
   /**
-   * Writes a change `rule` to the rule as it was `read`, in the transaction that checks it is
-   * still so (Store.replaceExisting): `gone` when a DELETE committed meanwhile, `changed` with the
-   * rule as it is now when another worker changed it meanwhile (the caller merges over that and
-   * tries again).
+   * Writes a change `rule` to the rule as it was `read`, only if it is still so (in the write
+   * transaction: Store.replaceExisting): `gone` when a DELETE committed meanwhile, `changed` with
+   * the rule as it is now when another worker or replica changed it meanwhile (the caller merges
+   * over that and tries again).
    */
   async update(rule: AlertRule, read: AlertRule): Promise<Replaced<AlertRule>> {
-    await this.shared?.writable()
-    const done = await this.store.replaceExisting(this.rules, rule.id, read, rule)
+    // Gateway cluster: checked against what every replica wrote (Redis), not this replica's copy.
+    const done = this.shared ? await this.shared.replace('alert-rules', rule.id, read, rule) : await this.store.replaceExisting(this.rules, rule.id, read, rule)
     if (done.outcome !== 'replaced') return done
     this.byId.set(rule.id, rule)
-    await this.shared?.wrote('alert-rules', [rule.id])
     this.onChange?.()
     return done
   }

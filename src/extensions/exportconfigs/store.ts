@@ -1,6 +1,6 @@
 import type { Database } from 'lmdb'
-import type { SharedTables, TableView } from '../../ports/tables.js'
-import type { Replaced, Store } from '../../store/store.js'
+import type { Replaced, SharedTables, TableView } from '../../ports/tables.js'
+import type { Store } from '../../store/store.js'
 import type { ConfigurationSource, ExportConfiguration } from '../../domain/webhooks/model.js'
 import { SecretBox, SecretUnreadable, rotate, statusOf, newSecret, type SealedSecret, type SigningState, type SigningStatus } from './secrets.js'
 
@@ -73,14 +73,20 @@ export class ExportConfigStore implements ConfigurationSource {
   }
 
   /**
-   * Writes a change `c` to the configuration as it was `read`, in the transaction that checks it
-   * is still so (Store.replaceExisting): `gone` when a DELETE committed meanwhile (nothing comes
-   * back without its signing secret), `changed` with the configuration as it is now when another
-   * worker changed it meanwhile (the caller merges over that and tries again).
+   * Writes a change `c` to the configuration as it was `read`, only if it is still so (in the
+   * write transaction: Store.replaceExisting): `gone` when a DELETE committed meanwhile (nothing
+   * comes back without its signing secret), `changed` with the configuration as it is now when
+   * another worker or replica changed it meanwhile (the caller merges over that and tries again).
    */
   async update(c: ExportConfiguration, read: ExportConfiguration): Promise<Replaced<ExportConfiguration>> {
-    await this.shared?.writable()
-    return this.replace(c, read)
+    if (!this.shared) return this.replace(c, read)
+    // Gateway cluster: checked against what every replica wrote (Redis), not this replica's copy.
+    const done = await this.shared.replace('export_configurations', c.id, read, c)
+    if (done.outcome === 'replaced') {
+      this.index(c)
+      this.onChange?.()
+    }
+    return done
   }
 
   /** update() without asking Redis first: the delivery engine's own change (disable) is made even while Redis is down. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
-import type { SharedTable, SharedTables } from '../../ports/tables.js'
+import type { Replaced, SharedTable, SharedTables } from '../../ports/tables.js'
 import type { Store } from '../store.js'
 import type { Outage } from './connection.js'
 
@@ -10,6 +10,23 @@ const TOMBSTONE = 'null'
 
 /** Buffers (sealed signing secrets) survive JSON as {type: 'Buffer', data}. */
 const revive = (_k: string, v: any): unknown => (v && v.type === 'Buffer' && Array.isArray(v.data) ? Buffer.from(v.data) : v)
+
+/**
+ * The conditional replacement of one row (RedisTables.replace): KEYS the table's hash and the
+ * changes channel; ARGV the row's field, the row as the replica read it, the new row and the
+ * message. The row is replaced (and the message published, as by wrote()) only when the hash
+ * still holds the row read, or no row yet (one this replica made while Redis was down, not pushed
+ * yet); otherwise the row the hash holds is returned.
+ */
+const REPLACE = `
+local now = redis.call('HGET', KEYS[1], ARGV[1])
+if now and now ~= ARGV[2] then return now end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('PUBLISH', KEYS[2], ARGV[4])
+return false
+`
+
+type Scripted = Redis & { meterdReplaceRow(hash: string, channel: string, field: string, read: string, value: string, message: string): Promise<string | null> }
 
 /** Whether a local row (undefined: none) is the one Redis holds as `json`. */
 const same = (current: unknown, json: string): boolean => (json === TOMBSTONE ? current === undefined : current !== undefined && JSON.stringify(current) === json)
@@ -22,6 +39,8 @@ const same = (current: unknown, json: string): boolean => (json === TOMBSTONE ? 
  * - A write commits to the local LMDB, then its rows go to a Redis hash per table
  *   (`t:<db>`: JSON key → JSON value, `null` once removed) and, in the same MULTI, a message on
  *   the `changes` channel carries them. A row whose push failed is pushed again at the next resync.
+ *   A change of one row merged over what was read (replace) goes the other way: to Redis first,
+ *   only if the row there is still the one read, then to the local LMDB.
  * - Every replica subscribes: a message's rows (or, from a resync, the rows it names, read from
  *   the hash) are shown at once: held pending in the table's view, which its component reads,
  *   and `changed()` drops its caches. The local LMDB commit follows, durable, and is what a
@@ -75,6 +94,24 @@ export class RedisTables implements SharedTables {
 
   async writable(): Promise<void> {
     await this.outage.guard(() => this.redis.ping())
+  }
+
+  async replace<V>(db: string, key: unknown, read: V, value: V): Promise<Replaced<V>> {
+    const table = this.tables.get(db)
+    if (!table) throw new Error(`${db} is not a shared table`)
+    const field = JSON.stringify(key)
+    const json = JSON.stringify(value)
+    const redis = this.redis as Scripted
+    if (!('meterdReplaceRow' in redis)) this.redis.defineCommand('meterdReplaceRow', { numberOfKeys: 2, lua: REPLACE })
+    const now = await this.outage.guard(() =>
+      redis.meterdReplaceRow(this.hash(db), this.channel, field, JSON.stringify(read), json, JSON.stringify({ r: this.replica, db, k: [field], v: [json] })),
+    )
+    if (now === TOMBSTONE) return { outcome: 'gone' }
+    if (now !== null) return { outcome: 'changed', now: JSON.parse(now, revive) }
+    // Redis holds it now, and the other replicas show it from the message. Here, as another
+    // replica's row: shown at once, committed after the rows shown before it.
+    await (await this.inTurn(db, () => ({ durable: this.show(table, [[field, json]]) }))).durable
+    return { outcome: 'replaced' }
   }
 
   async wrote(db: string, keys: unknown[]): Promise<void> {

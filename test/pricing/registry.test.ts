@@ -39,6 +39,23 @@ t.test('CRUD, by-tool-id, list as HAL or array, delete and restore', async (t) =
   t.equal((await call(`${m.url}${TOOLS}/by-tool-id/experian-credit-check`, { key })).body.id, created.id, 'restored under its toolId')
 })
 
+t.test('list filters: toolType and enabled filter, a value that names nothing is a 400 naming the parameter', async (t) => {
+  const m = await startPricing(t)
+  const key = await m.key()
+  await createTool(m, key, toolBody('on-rest', { name: 'n', unitPrice: 1, aggregationType: 'COUNT' }))
+  await createTool(m, key, toolBody('off-mcp', { name: 'n', unitPrice: 1, aggregationType: 'COUNT' }, { toolType: 'MCP_SERVER', enabled: false }))
+  const ids = async (q: string) => (await call(`${m.url}${TOOLS}?format=array&${q}`, { key })).body.map((x: any) => x.toolId)
+  t.same(await ids('enabled=false'), ['off-mcp'])
+  t.same(await ids('enabled=True'), ['on-rest'], "Python's spelling of true")
+  t.same(await ids('toolType=MCP%20Server'), ['off-mcp'], 'the label the body accepts filters too')
+  t.same(await ids('toolType=rest_api&enabled='), ['on-rest'], 'an empty value is no filter')
+  for (const [q, param] of [['enabled=maybe', 'enabled'], ['enabled=1', 'enabled'], ['toolType=NOPE', 'toolType'], ['includeDeleted=yes', 'includeDeleted']]) {
+    const res = await call(`${m.url}${TOOLS}?${q}`, { key })
+    t.equal(res.status, 400, `${q}: 400`)
+    t.match(res.body.error, { type: 'invalid_request_error', code: 'invalid_parameter', param }, `${q}: names ${param}`)
+  }
+})
+
 t.test('validation: each failure is a 400 naming the field', async (t) => {
   const m = await startPricing(t)
   const key = await m.key()

@@ -43,11 +43,16 @@ function optString(b: Record<string, unknown>, field: string, max = 1024): strin
   return v
 }
 
-/** `REST API`, `rest_api` and `REST_API` are one type; so are the docs' labels ("MCP Server"). */
-function toolType(v: unknown): ToolType {
+/** `REST API`, `rest_api` and `REST_API` are one type; so are the docs' labels ("MCP Server"). Undefined if none. */
+export function readToolType(v: unknown): ToolType | undefined {
   const t = typeof v === 'string' ? v.trim().toUpperCase().replace(/[\s-]+/g, '_') : ''
-  if (!(TOOL_TYPES as readonly string[]).includes(t)) throw bad('toolType', `must be one of ${TOOL_TYPES.join(', ')}`)
-  return t as ToolType
+  return (TOOL_TYPES as readonly string[]).includes(t) ? (t as ToolType) : undefined
+}
+
+function toolType(v: unknown): ToolType {
+  const t = readToolType(v)
+  if (t === undefined) throw bad('toolType', `must be one of ${TOOL_TYPES.join(', ')}`)
+  return t
 }
 
 function amount(v: unknown, param: string): string {

@@ -1,5 +1,5 @@
 import { ApiError, invalid } from '../../core/errors.js'
-import { dec, parseAmount } from '../pricing/money.js'
+import { dec, parseAmount, priceTooLarge } from '../pricing/money.js'
 import { AGGREGATION_TYPES, TIERS_MODES, type AggregationType, type PricingElement, type Tier, type TiersMode } from '../../model/pricing-element.js'
 
 /** Both generations of toolType seen on the wire (wire-contract §3.2). */
@@ -58,6 +58,8 @@ function toolType(v: unknown): ToolType {
 function amount(v: unknown, param: string): string {
   const d = parseAmount(v)
   if (d === undefined) throw bad(param, 'must be a number ≥ 0 or a decimal string such as "0.05"')
+  const tooLarge = priceTooLarge(d)
+  if (tooLarge) throw bad(param, tooLarge)
   return d.toFixed()
 }
 

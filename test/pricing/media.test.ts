@@ -130,3 +130,10 @@ t.test('an unknown model is stored unpriced and repriced once the media book kno
   const back = (await call(`${again.url}${API}/images`, { key })).body._embedded.aIImageMetricResourceList[0]
   t.match(back.cost, { source: 'pricebook', total: '1', priceVersion: 'media:test:openai/pixel-painter-2@2026-01-01' }, 'two images at 0.5')
 })
+
+t.test('a media price past 10^9 USD is refused when the book loads, naming the model and the field', async (t) => {
+  const entry = (e: Record<string, unknown>) => ({ version: 'x', providers: { acme: { models: { pic: { effective: '2026-01-01', ...e } } } } })
+  t.doesNotThrow(() => new MediaPriceBook(entry({ per_image: 1e9 }) as never))
+  t.throws(() => new MediaPriceBook(entry({ per_second: '1000000001' }) as never), /acme\/pic: per_second must be at most 1000000000/)
+  t.throws(() => new MediaPriceBook(entry({ variants: [{ per_image: 1 }, { per_image: 1e22 }] }) as never), /acme\/pic: variants\[1\]\.per_image must be at most/)
+})

@@ -194,3 +194,11 @@ t.test('an operator override wins; a price change after ingest leaves stored cos
   t.equal(second.cost.total, '0.002', 'the override prices new records (dated name still matches)')
   t.equal(second.cost.priceVersion, 'config:openai/gpt-4o-mini@2026-12-01')
 })
+
+t.test('a price book entry past 10^9 USD is refused when the book loads, naming the model and the field', async (t) => {
+  const book = (rates: Record<string, unknown>) => ({ version: 'x', providers: { acme: { models: { big: { effective: '2026-01-01', input: 1, output: 1, ...rates } } } } })
+  t.doesNotThrow(() => new PriceBook(book({ output: '1000000000' }) as never), 'the bound itself is a price')
+  t.throws(() => new PriceBook(book({ cache_read: '1000000000.5' }) as never), /acme\/big: cache_read must be at most 1000000000/)
+  t.throws(() => new PriceBook(book({ long_context: { threshold: 5, input: 1e21 } }) as never), /acme\/big: long_context\.input must be at most/)
+  t.throws(() => new PriceBook(book({}) as never, [{ provider: 'acme', model: 'm2', effective: '2026-01-01', input: 2e9, output: 1 }]), /acme\/m2: input must be at most/, 'an override too')
+})

@@ -39,6 +39,23 @@ t.test('CRUD, by-tool-id, list as HAL or array, delete and restore', async (t) =
   t.equal((await call(`${m.url}${TOOLS}/by-tool-id/experian-credit-check`, { key })).body.id, created.id, 'restored under its toolId')
 })
 
+t.test('list filters: toolType and enabled filter, a value that names nothing is a 400 naming the parameter', async (t) => {
+  const m = await startPricing(t)
+  const key = await m.key()
+  await createTool(m, key, toolBody('on-rest', { name: 'n', unitPrice: 1, aggregationType: 'COUNT' }))
+  await createTool(m, key, toolBody('off-mcp', { name: 'n', unitPrice: 1, aggregationType: 'COUNT' }, { toolType: 'MCP_SERVER', enabled: false }))
+  const ids = async (q: string) => (await call(`${m.url}${TOOLS}?format=array&${q}`, { key })).body.map((x: any) => x.toolId)
+  t.same(await ids('enabled=false'), ['off-mcp'])
+  t.same(await ids('enabled=True'), ['on-rest'], "Python's spelling of true")
+  t.same(await ids('toolType=MCP%20Server'), ['off-mcp'], 'the label the body accepts filters too')
+  t.same(await ids('toolType=rest_api&enabled='), ['on-rest'], 'an empty value is no filter')
+  for (const [q, param] of [['enabled=maybe', 'enabled'], ['enabled=1', 'enabled'], ['toolType=NOPE', 'toolType'], ['includeDeleted=yes', 'includeDeleted']]) {
+    const res = await call(`${m.url}${TOOLS}?${q}`, { key })
+    t.equal(res.status, 400, `${q}: 400`)
+    t.match(res.body.error, { type: 'invalid_request_error', code: 'invalid_parameter', param }, `${q}: names ${param}`)
+  }
+})
+
 t.test('validation: each failure is a 400 naming the field', async (t) => {
   const m = await startPricing(t)
   const key = await m.key()
@@ -55,6 +72,10 @@ t.test('validation: each failure is a 400 naming the field', async (t) => {
     ['tiers out of order', el({ tiers: [{ upTo: 100, unitPrice: 1 }, { upTo: 50, unitPrice: 1 }] }), 'pricing.elements[0].tiers[1].upTo'],
     ['unlimited before the last', el({ tiers: [{ upTo: null, unitPrice: 1 }, { upTo: 50, unitPrice: 1 }] }), 'pricing.elements[0].tiers[0].upTo'],
     ['negative tier price', el({ tiers: [{ upTo: null, unitPrice: -0.1 }] }), 'pricing.elements[0].tiers[0].unitPrice'],
+    // Such prices read back as 1e+21, or as a neighbouring number past 2^53, and their costs overflow ClickHouse's Decimal128(12).
+    ['unitPrice past 10^9', el({ unitPrice: 1e21 }), 'pricing.elements[0].unitPrice'],
+    ['unitPrice past 10^9 as a string', el({ unitPrice: '1000000000.000000000001' }), 'pricing.elements[0].unitPrice'],
+    ['tier price past 10^9', el({ tiers: [{ upTo: 10, unitPrice: 1 }, { upTo: null, unitPrice: '9007199254740993' }] }), 'pricing.elements[0].tiers[1].unitPrice'],
     ['non-USD', { ...valid(), pricing: { currency: 'EUR', elements: [] } }, 'pricing.currency'],
     // Its usage would be priced at nothing: "__proto__" is no key of the objects usage is read from.
     ['element named __proto__', el({ name: '__proto__' }), 'pricing.elements[0].name'],
@@ -65,6 +86,11 @@ t.test('validation: each failure is a 400 naming the field', async (t) => {
     t.equal(res.body?.error?.param, param, `${name}: names ${param}`)
     t.equal(res.body?.error?.type, 'invalid_request_error')
   }
+  const bound = await call(`${m.url}${TOOLS}`, { key, body: toolBody('at-the-bound', { name: 'n', aggregationType: 'COUNT', unitPrice: '1000000000' }) })
+  t.equal(bound.status, 201, 'a price of 10^9 is taken')
+  t.equal(bound.body.pricing.elements[0].unitPrice, 1000000000)
+  const over = await call(`${m.url}${TOOLS}`, { key, body: el({ unitPrice: 1e21 }) })
+  t.match(over.body.error, { code: 'invalid_field', message: /at most 1000000000/ }, 'the message gives the bound')
   const ok = await call(`${m.url}${TOOLS}`, { key, body: { ...valid(), toolType: 'MCP Server' } })
   t.equal(ok.body.toolType, 'MCP_SERVER', "the docs' label is accepted")
   t.equal((await call(`${m.url}${TOOLS}/${ok.body.id}`, { key, method: 'PUT', body: { pricing: { elements: [{ name: 'x', aggregationType: 'SUM', unitPrice: -2 }] } } })).status, 400, 'PUT validates too')

@@ -112,3 +112,32 @@ t.test('ids in paths longer than any id are refused before any store sees them',
   const fine = await call(`${m.url}/profitstream/v2/api/tools/${'x'.repeat(300)}`, { key })
   t.equal(fine.status, 404, 'a long id that fits is simply not found')
 })
+
+t.test('a query parameter a route reads, given twice with different values, is a 400 naming it; unknown ones stay ignored', async (t) => {
+  const m = await startMeterd(t, { config: { extensions: { ratelimit: { error_pattern: { enabled: false } } } } })
+  const key = await m.key({ team: 'team-a' })
+  const api = `${m.url}/profitstream/v2/api`
+  const hook = await call(`${api}/export-configurations`, { key, body: { name: 'h', url: 'https://example.com/hook', signingEnabled: false } })
+  t.equal(hook.status, 201)
+  for (const [path, param] of [
+    ['/sources/metrics/ai/completions?page=1&page=2', 'page'],
+    ['/sources/metrics/tool/events?from=2026-01-01T00:00:00Z&from=2026-06-01T00:00:00Z', 'from'],
+    ['/tools?size=5&size=500', 'size'],
+    ['/tools?enabled=true&enabled=false', 'enabled'],
+    ['/tools/unpriced-events?toolId=a&toolId=b', 'toolId'],
+    ['/export-configurations?teamId=team-a&teamId=team-b', 'teamId'],
+    [`/export-configurations/${hook.body.id}/deliveries?status=failed&status=pending`, 'status'],
+    ['/sources/ai/anomaly?size=1&size=2', 'size'],
+    ['/analytics/traces?size=1&size=2', 'size'],
+  ]) {
+    const res = await call(api + path, { key })
+    t.equal(res.status, 400, `${path}: 400`)
+    t.match(res.body.error, { type: 'invalid_request_error', code: 'invalid_parameter', param }, `${path}: names ${param}`)
+  }
+  const same = await call(`${api}/tools?teamId=team-a&teamId=team-a&size=5&size=5`, { key })
+  t.equal(same.status, 200, 'the same value twice is no question')
+  t.equal(same.body.page.size, 5)
+  t.equal((await call(`${api}/tools?whatever=1&whatever=2`, { key })).status, 200, 'an unknown parameter, even repeated, is ignored')
+  const metered = await call(`${m.url}${C}?teamId=team-a&teamId=other&tenantId=x&tenantId=y`, { key, body: completion() })
+  t.equal(metered.status, 201, 'metering routes read no query parameter: repeats there are ignored too')
+})

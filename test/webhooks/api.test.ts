@@ -276,3 +276,21 @@ t.test('a body naming another team is a 403 team_mismatch, not a configuration m
   }
   t.equal((await call(`${api(m)}/${own.body.id}`, { key })).body.name, 'a', 'unchanged')
 })
+
+t.test('a burst of creations stops at max_configurations_per_team: configurations still being written count', async (t) => {
+  const { m } = await startWebhookMeterd(t, { exportconfigs: { max_configurations_per_team: 3 } })
+  const key = await m.key({ team: 'team-a' })
+  const other = await m.key({ team: 'team-b', account: 'acct-2' })
+  const body = { name: 'hook', url: 'http://127.0.0.1:9/hook' }
+  const answers = await Promise.all(Array.from({ length: 12 }, () => call(api(m), { key, body })))
+  t.same(answers.filter((r) => r.status === 201).length, 3, 'three created')
+  const refused = answers.filter((r) => r.status === 422)
+  t.equal(refused.length, 9, 'the rest refused')
+  t.match(refused[0].body.error, { type: 'invalid_request_error', code: 'too_many_export_configurations', message: /at most 3 .*max_configurations_per_team/ })
+  t.equal((await call(api(m), { key })).body.page.totalElements, 3)
+  t.equal((await call(api(m), { key, body })).status, 422, 'and the next one too')
+  t.equal((await call(api(m), { key: other, body })).status, 201, 'another team has its own limit')
+  const first = answers.find((r) => r.status === 201)!.body.id
+  t.equal((await call(`${api(m)}/${first}`, { key, method: 'DELETE' })).status, 204)
+  t.equal((await call(api(m), { key, body })).status, 201, 'a deletion makes room')
+})

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { parse } from 'yaml'
 import type { Cost, MediaBody, MediaKind } from '../../model/usage-record.js'
-import { dec, money, round, type Decimal } from './money.js'
+import { dec, money, priceTooLarge, round, type Decimal } from './money.js'
 import { modelCandidates } from './price-book.js'
 
 /** How a media model is billed, USD per unit (YAML spelling in comments). */
@@ -80,6 +80,18 @@ export class MediaPriceBook {
           perSecond: opt(e.per_second),
           variants: (e.variants ?? []).map((v) => ({ quality: v.quality && norm(v.quality), size: v.size && norm(v.size), perImage: dec(v.per_image) })),
           version: `media:${this.version}:${k}/${name}@${e.effective}`,
+        }
+        const rates: [string, Decimal | undefined][] = [
+          ['per_image', price.perImage],
+          ['per_million_characters', price.perMillionCharacters],
+          ['per_minute', price.perMinute],
+          ['per_hour', price.perHour],
+          ['per_second', price.perSecond],
+          ...price.variants.map((v, i): [string, Decimal] => [`variants[${i}].per_image`, v.perImage]),
+        ]
+        for (const [field, d] of rates) {
+          const why = d && priceTooLarge(d)
+          if (why) throw new Error(`${k}/${name}: ${field} ${why}`)
         }
         map.set(name, price)
         for (const a of e.aliases ?? []) map.set(norm(a), price)

@@ -19,6 +19,21 @@ export function dec(v: number | string | Decimal): Decimal {
   return v instanceof Decimal ? v : new Decimal(typeof v === 'number' ? String(v) : v)
 }
 
+/**
+ * The largest unit price meterd takes (a tool's per-unit price, a model's per-million-token rate,
+ * a media price), in USD. Past 2^53 (about 9×10^15) a price no longer reads back exactly as the
+ * JSON number the tool API shows, past 10^21 it shows with an exponent, and a cost of 10^26 or
+ * more does not fit ClickHouse's Decimal128(12). At 10^9, a quantity under 10^12 units costs
+ * less than 10^21, and a completion of Number.MAX_SAFE_INTEGER tokens less than 10^19.
+ */
+export const MAX_PRICE_TEXT = '1000000000'
+export const MAX_PRICE = new Decimal(MAX_PRICE_TEXT)
+
+/** Why a price is refused (past MAX_PRICE), else undefined. */
+export function priceTooLarge(d: Decimal): string | undefined {
+  return d.gt(MAX_PRICE) ? `must be at most ${MAX_PRICE_TEXT} (USD)` : undefined
+}
+
 const DECIMAL_STRING = /^(\d+)(\.\d+)?$/
 
 /** A non-negative price or amount as a client may send it (number or decimal string), else undefined. */

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { parse } from 'yaml'
 import type { CompletionBody, Cost } from '../../model/usage-record.js'
-import { Decimal, ZERO, dec, money, moneyOfUnits, type Scaled, perMillion, perTokenScaled, plusScaled, round, roundScaled, timesScaled, type Decimal as D } from './money.js'
+import { Decimal, ZERO, dec, money, moneyOfUnits, priceTooLarge, type Scaled, perMillion, perTokenScaled, plusScaled, round, roundScaled, timesScaled, type Decimal as D } from './money.js'
 
 /** Per-million-token prices of one model (YAML spelling in comments). */
 export interface Rates {
@@ -67,6 +67,23 @@ export interface PriceBookYaml {
 export interface ModelOverride extends ModelEntryYaml {
   provider: string
   model: string
+}
+
+const RATE_FIELDS = ['input', 'output', 'cache_read', 'cache_write_5m', 'cache_write_1h', 'reasoning'] as const
+
+/** The rates of an entry (its long_context's too) past MAX_PRICE, as [field, why]: the book and the overrides share the bound of tool prices. */
+export function ratesTooLarge(e: Partial<ModelEntryYaml>): [string, string][] {
+  const out: [string, string][] = []
+  const scan = (r: Partial<Record<(typeof RATE_FIELDS)[number], number | string>>, prefix: string) => {
+    for (const f of RATE_FIELDS) {
+      const v = r[f]
+      const why = v === undefined || v === null ? undefined : priceTooLarge(dec(v))
+      if (why) out.push([prefix + f, why])
+    }
+  }
+  scan(e, '')
+  if (e.long_context) scan(e.long_context, 'long_context.')
+  return out
 }
 
 const opt = (v: number | string | undefined): D | undefined => (v === undefined || v === null ? undefined : dec(v))
@@ -174,6 +191,8 @@ export class PriceBook {
 
   private add(provider: string, model: string, e: ModelEntryYaml, origin: ModelPrice['origin'], base?: ModelPrice): void {
     const name = norm(model)
+    const [tooLarge] = ratesTooLarge(e)
+    if (tooLarge) throw new Error(`${provider}/${model}: ${tooLarge[0]} ${tooLarge[1]} per million tokens`)
     const r = rates(e)
     const lc = e.long_context
     const price: ModelPrice = {

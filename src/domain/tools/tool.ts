@@ -1,5 +1,5 @@
 import { ApiError, invalid } from '../../core/errors.js'
-import { dec, parseAmount } from '../pricing/money.js'
+import { dec, parseAmount, priceTooLarge } from '../pricing/money.js'
 import { AGGREGATION_TYPES, TIERS_MODES, type AggregationType, type PricingElement, type Tier, type TiersMode } from '../../model/pricing-element.js'
 
 /** Both generations of toolType seen on the wire (wire-contract §3.2). */
@@ -43,16 +43,23 @@ function optString(b: Record<string, unknown>, field: string, max = 1024): strin
   return v
 }
 
-/** `REST API`, `rest_api` and `REST_API` are one type; so are the docs' labels ("MCP Server"). */
-function toolType(v: unknown): ToolType {
+/** `REST API`, `rest_api` and `REST_API` are one type; so are the docs' labels ("MCP Server"). Undefined if none. */
+export function readToolType(v: unknown): ToolType | undefined {
   const t = typeof v === 'string' ? v.trim().toUpperCase().replace(/[\s-]+/g, '_') : ''
-  if (!(TOOL_TYPES as readonly string[]).includes(t)) throw bad('toolType', `must be one of ${TOOL_TYPES.join(', ')}`)
-  return t as ToolType
+  return (TOOL_TYPES as readonly string[]).includes(t) ? (t as ToolType) : undefined
+}
+
+function toolType(v: unknown): ToolType {
+  const t = readToolType(v)
+  if (t === undefined) throw bad('toolType', `must be one of ${TOOL_TYPES.join(', ')}`)
+  return t
 }
 
 function amount(v: unknown, param: string): string {
   const d = parseAmount(v)
   if (d === undefined) throw bad(param, 'must be a number ≥ 0 or a decimal string such as "0.05"')
+  const tooLarge = priceTooLarge(d)
+  if (tooLarge) throw bad(param, tooLarge)
   return d.toFixed()
 }
 

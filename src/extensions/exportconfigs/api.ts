@@ -16,6 +16,7 @@ export interface ApiDeps {
   store: ExportConfigStore
   engine: DeliveryEngine
   defaultTimeoutMs: number
+  maxConfigurationsPerTeam: number
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -191,6 +192,8 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
   }
   const iso = () => new Date(host.now()).toISOString()
   const writes = new KeyedSerial()
+  /** Configurations being created per team, not yet in the store. */
+  const creatingFor = new Map<string, number>()
 
   route('GET', '', 'platform:read', (ctx) => {
     const team = checkTeam(ctx)
@@ -199,9 +202,8 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     return { status: 200, body: { data: all.slice(page * size, page * size + size).map((c) => view(d, c)), page: { size, number: page, totalElements: all.length } } }
   })
 
-  route('POST', '', 'platform:write', async (ctx) => {
-    const team = checkTeam(ctx)
-    const f = parseFields(d, await configBody(ctx), true)
+  /** One new configuration, its url's name resolved first; signed unless the body says otherwise. */
+  const create = async (team: string, f: Partial<Fields>): Promise<Reply> => {
     await checkDestination(d, f.url)
     const now = iso()
     const c: ExportConfiguration = {
@@ -222,6 +224,28 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     const signingSecret = await store.create(c, f.signingEnabled ?? true, host.now())
     if (signingSecret === undefined) return { status: 201, body: view(d, c) }
     return { status: 201, body: { ...view(d, c), signingSecret }, headers: { 'cache-control': 'no-store' } }
+  }
+
+  route('POST', '', 'platform:write', async (ctx) => {
+    const team = checkTeam(ctx)
+    const f = parseFields(d, await configBody(ctx), true)
+    // Creations still being written count too: a burst of POSTs would otherwise all pass the check.
+    const creating = creatingFor.get(team) ?? 0
+    if (store.forTeam(team).length + creating >= d.maxConfigurationsPerTeam)
+      throw invalid(
+        'too_many_export_configurations',
+        `a team holds at most ${d.maxConfigurationsPerTeam} export configurations (exportconfigs.max_configurations_per_team)`,
+        undefined,
+        422,
+      )
+    creatingFor.set(team, creating + 1)
+    try {
+      return await create(team, f)
+    } finally {
+      const left = (creatingFor.get(team) ?? 1) - 1
+      if (left > 0) creatingFor.set(team, left)
+      else creatingFor.delete(team)
+    }
   })
 
   route('GET', '/:id', 'platform:read', (ctx) => ({ status: 200, body: view(d, load(ctx)) }))

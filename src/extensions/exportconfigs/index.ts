@@ -29,6 +29,12 @@ const schema = Type.Object(
     max_concurrency_per_endpoint: Type.Integer({ default: 4, minimum: 1, maximum: 256, description: 'Attempts in flight at once per destination origin' }),
     poll_interval_ms: Type.Integer({ default: 1000, minimum: 10, description: 'How often due retries and batch deadlines are checked' }),
     max_retry_after_seconds: Type.Integer({ default: 86400, minimum: 1, description: 'Upper bound on a receiver\'s Retry-After' }),
+    max_configurations_per_team: Type.Integer({
+      default: 100,
+      minimum: 1,
+      description:
+        "Most export configurations one team may hold: each usage record is matched against every one of its team's, and queues a delivery for each that wants it in the record's own commit",
+    }),
   },
   { additionalProperties: false },
 )
@@ -75,7 +81,13 @@ export class ExportConfigurations implements Component {
       this.settings.logger,
       host.registry,
     )
-    mountExportConfigurationRoutes({ host, store: this.store, engine: this.engine, defaultTimeoutMs: this.config.timeout_ms })
+    mountExportConfigurationRoutes({
+      host,
+      store: this.store,
+      engine: this.engine,
+      defaultTimeoutMs: this.config.timeout_ms,
+      maxConfigurationsPerTeam: this.config.max_configurations_per_team,
+    })
     const store = this.store
     const engine = this.engine
     shareChanges(host.cluster, `${this.settings.id}.changed`, store, () => store.reload())

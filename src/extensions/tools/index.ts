@@ -6,7 +6,7 @@ import { ToolRegistry, type DeclaredTool } from '../../domain/tools/registry.js'
 import { mountToolRoutes } from './routes.js'
 import { parseToolSpec } from '../../domain/tools/tool.js'
 
-const Price = Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: '^\\d+(\\.\\d+)?$' })])
+const Price = Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: '^\\d+(\\.\\d+)?$' })], { description: 'USD per unit, at most 1000000000 (a number or a decimal string)' })
 
 // Declared tools are checked again at start by the same validator as the API (field paths included).
 const DeclaredToolSchema = Type.Object(

@@ -1,24 +1,36 @@
 import type { Host } from '../../host/component.js'
-import { notFound } from '../../core/errors.js'
+import { invalid, notFound } from '../../core/errors.js'
 import { toResource } from '../../model/resource.js'
 import { withoutOwnIdentity } from '../../domain/ingest/identity.js'
 import { checkTeam, halPage, idParam, paging, timeParam } from '../../transport/http/query.js'
 import type { Reply, RequestContext, Route } from '../../transport/http/server.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import type { ToolRegistry } from '../../domain/tools/registry.js'
-import { toToolResource, type Tool } from '../../domain/tools/tool.js'
+import { readToolType, TOOL_TYPES, toToolResource, type Tool } from '../../domain/tools/tool.js'
 
 /** The HAL list name of tools; `?format=array` answers a plain array instead (wire-contract §3.2). */
 const LIST_NAME = 'toolResourceList'
 
+/** A true/false query parameter (any case: Python's requests sends True); undefined when absent or empty. */
+function flag(ctx: RequestContext, name: string): boolean | undefined {
+  const v = ctx.query.get(name)?.toLowerCase()
+  if (v === undefined || v === '') return undefined
+  if (v !== 'true' && v !== 'false') throw invalid('invalid_parameter', `${name} must be true or false`, name)
+  return v === 'true'
+}
+
 function listTools(reg: ToolRegistry, ctx: RequestContext): Reply {
   const team = checkTeam(ctx)
   const { page, size } = paging(ctx)
-  let tools: Tool[] = reg.list(team, { withDeleted: ctx.query.get('includeDeleted') === 'true' })
+  const withDeleted = flag(ctx, 'includeDeleted')
   const type = ctx.query.get('toolType')
-  if (type) tools = tools.filter((t) => t.toolType === type.toUpperCase())
-  const enabled = ctx.query.get('enabled')
-  if (enabled === 'true' || enabled === 'false') tools = tools.filter((t) => t.enabled === (enabled === 'true'))
+  // A filter value that matches nothing would answer an empty (or unfiltered) list as if it were true.
+  const toolType = type ? readToolType(type) : undefined
+  if (type && toolType === undefined) throw invalid('invalid_parameter', `toolType must be one of ${TOOL_TYPES.join(', ')}`, 'toolType')
+  const enabled = flag(ctx, 'enabled')
+  let tools: Tool[] = reg.list(team, { withDeleted: withDeleted === true })
+  if (toolType) tools = tools.filter((t) => t.toolType === toolType)
+  if (enabled !== undefined) tools = tools.filter((t) => t.enabled === enabled)
   const slice = tools.slice(page * size, page * size + size).map(toToolResource)
   if (ctx.query.get('format') === 'array') return { status: 200, body: slice }
   return { status: 200, body: halPage(LIST_NAME, slice, tools.length, page, size) }

@@ -12,10 +12,12 @@ import type { Tool } from '../../domain/tools/tool.js'
 import type { ToolRecord, UsageRecord } from '../../model/usage-record.js'
 import { ToolAggregates } from '../../domain/pricing/aggregates.js'
 import { MediaPriceBook, priceMedia } from '../../domain/pricing/media-price-book.js'
-import { PriceBook, priceCompletion, type ModelOverride } from '../../domain/pricing/price-book.js'
+import { PriceBook, priceCompletion, ratesTooLarge, type ModelOverride } from '../../domain/pricing/price-book.js'
 import { SCOPE_DIMENSIONS, disabledTool, toolCharge, toolCost, unknownTool, type ToolPricingOptions } from '../../domain/pricing/tool-pricing.js'
 
-const Price = Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: '^\\d+(\\.\\d+)?$' })], { description: 'USD per million tokens' })
+const Price = Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: '^\\d+(\\.\\d+)?$' })], {
+  description: 'USD per million tokens, at most 1000000000 (a number or a decimal string)',
+})
 const RatesSchema = {
   input: Price,
   output: Price,
@@ -219,11 +221,20 @@ export const pricingFactory: ProcessorFactory<typeof schema> = {
   mutatesData: true,
   schema,
   check(config, ctx) {
-    try {
-      loadPriceBook(config)
-    } catch (err) {
-      ctx.issue('price_book', `cannot load the price book: ${(err as Error).message}`)
-    }
+    let overridesOk = true
+    config.models.forEach((m, i) => {
+      for (const [field, why] of ratesTooLarge(m as ModelOverride)) {
+        ctx.issue(`models[${i}].${field}`, `${why} per million tokens`)
+        overridesOk = false
+      }
+    })
+    // The book is loaded with the overrides, which would only fail again on the same price.
+    if (overridesOk)
+      try {
+        loadPriceBook(config)
+      } catch (err) {
+        ctx.issue('price_book', `cannot load the price book: ${(err as Error).message}`)
+      }
     try {
       loadMediaPriceBook(config)
     } catch (err) {

@@ -16,7 +16,8 @@ export interface RequestContext extends AdmissionRequest {
   readonly req: IncomingMessage
   readonly method: string
   readonly path: string
-  readonly query: URLSearchParams
+  /** The query string; `get` of a parameter given more than once is a 400 (see Query). */
+  readonly query: Query
   params: Record<string, string>
   /** The body as bytes (decompressed, size-limited). */
   raw(): Promise<Buffer>
@@ -29,6 +30,23 @@ export interface RequestContext extends AdmissionRequest {
   jsonBytes(): Promise<Buffer>
   /** What json() resolves with, from the bytes jsonBytes() gave: 400 when empty or malformed. */
   parseJson(bytes: Buffer): unknown
+}
+
+/**
+ * URLSearchParams whose `get` refuses a parameter given twice with different values:
+ * `?size=5&size=500` would otherwise be read as whichever one the route happens to take,
+ * silently. The same value twice is no question (the Go CLI appends `teamId` to every URL,
+ * which may already carry it). Only the parameters a route reads are judged, so unknown ones
+ * stay ignored, as metering routes need.
+ */
+export class Query extends URLSearchParams {
+  override get(name: string): string | null {
+    const all = super.getAll(name)
+    if (all.length === 0) return null
+    for (let i = 1; i < all.length; i++)
+      if (all[i] !== all[0]) throw invalid('invalid_parameter', `${name} is given more than once, with different values`, name)
+    return all[0]
+  }
 }
 
 export interface Reply {
@@ -258,7 +276,7 @@ class Ctx implements RequestContext {
   readonly started = performance.now()
   private readonly maxBodyBytes: number
   private body?: Promise<Buffer>
-  private parsedQuery?: URLSearchParams
+  private parsedQuery?: Query
 
   constructor(
     readonly req: IncomingMessage,
@@ -281,8 +299,8 @@ class Ctx implements RequestContext {
   }
 
   /** Parsed on first use: ingest routes never read it. */
-  get query(): URLSearchParams {
-    return (this.parsedQuery ??= new URLSearchParams(this.search))
+  get query(): Query {
+    return (this.parsedQuery ??= new Query(this.search))
   }
 
   get ip(): string {

@@ -321,3 +321,15 @@ t.test('a body full of distinct keys is decoded about as fast as one repeating a
   t.notMatch(String(new ItemError('traceId is required').stack), /\n\s+at /, 'an item error is made without a stack trace')
   t.notMatch(String(new ItemRejected('model is required').stack), /\n\s+at /, 'and so is the connector’s')
 })
+
+t.test('OTLP/JSON times beyond a fixed64 are rejected items, as protobuf cannot carry them', async (t) => {
+  // A number such as 1e30 was taken: a tool.call record at 1e30 ns threw a RangeError when its
+  // timestamp was written, and the export was answered 503 (retried for ever).
+  const record = (timeUnixNano: unknown) => ({ timeUnixNano, body: { stringValue: 'tool.call' } })
+  const logs = decodeLogsJson({ resourceLogs: [{ scopeLogs: [{ logRecords: [record(1e30), record('18446744073709551616'), record('18446744073709551615'), record(1795305494000000000)] }] }] }, KEYS)
+  t.same(logs.rejected.map((r) => r.path), ['resourceLogs[0].scopeLogs[0].logRecords[0]', 'resourceLogs[0].scopeLogs[0].logRecords[1]'])
+  t.match(logs.rejected[0].message, /timeUnixNano must be at most 2\^64 - 1 nanoseconds/)
+  t.same(logs.items.map((i) => i.log.timeUnixNano), ['18446744073709551615', '1795305494000000000'], 'the largest fixed64 and an ordinary time stand')
+  const spans = decodeTracesJson(jsonSpans([{ traceId: 'ab'.repeat(16), spanId: 'cd'.repeat(8), startTimeUnixNano: '1', endTimeUnixNano: 2 ** 64 }]), KEYS)
+  t.match(spans.rejected, [{ message: /endTimeUnixNano must be at most 2\^64 - 1/ }], 'span times too')
+})

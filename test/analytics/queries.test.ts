@@ -224,6 +224,29 @@ t.test('analytics answers match a reference computed from the seeded records', a
   })
 })
 
+t.test('a stored duration past the range of dates leaves its trace with an end of null, never a failed answer', async (t) => {
+  const m = await startMeterd(t, { config: CONFIG, frozenNow: NOW })
+  const key = await m.key({ team: 'team-a' })
+  const time = iso(NOW - HOUR)
+  // REST (and OTLP) take any non-negative durationMs: 1e300 put the trace's end past a Date.
+  await seed(m, key, [
+    { kind: 'tool', time, cost: '0.01', toolId: 'slow-tool', traceId: 'trace-far', durationMs: 1e300 },
+    { kind: 'completion', time, cost: '0.02', traceId: 'trace-far', durationMs: 500 },
+    { kind: 'completion', time, cost: '0.03', traceId: 'trace-near', durationMs: 800 },
+  ])
+  for (const sort of ['cost', 'time']) {
+    const list = await get(m, key, 'traces', { sort })
+    ok200(t, list)
+    const far = list.body.traces.find((x: any) => x.traceId === 'trace-far')
+    t.match(far, { start: time, end: null }, `traces?sort=${sort}: the far trace has no end`)
+    t.match(list.body.traces.find((x: any) => x.traceId === 'trace-near'), { start: time, end: iso(NOW - HOUR + 800), durationMs: 800 }, 'the others are unchanged')
+  }
+  const detail = await get(m, key, 'traces/trace-far')
+  ok200(t, detail)
+  t.match(detail.body, { start: time, end: null, completions: 1, toolEvents: 1 })
+  t.equal(detail.body.records.find((r: any) => r.kind === 'tool').durationMs, 1e300, 'the record keeps its duration as stored')
+})
+
 t.test('money stays exact in sums far past what a double holds', async (t) => {
   const m = await startMeterd(t, { config: CONFIG, frozenNow: NOW })
   const key = await m.key({ team: 'team-big' })

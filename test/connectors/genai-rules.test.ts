@@ -206,6 +206,21 @@ t.test('rejections: one bad item is listed, a batch of only bad items is a 400',
   t.same(oddLog, { records: [], rejected: [], error: undefined }, 'a log record with a map event name and a map body')
 })
 
+t.test('a duration reaching past the range of dates rejects its record alone, never fails the export', async (t) => {
+  // duration_ms 1e20 put the start at -1e20 ms: writing requestTime threw a RangeError, the
+  // export was answered 503 and the exporter retried it, good records with it, for ever.
+  const h = await genaiHarness(t)
+  const good = log([kv('model', s('claude-sonnet-4-5')), kv('input_tokens', i(10)), kv('request_id', s('req-good'))])
+  const far = log([kv('model', s('claude-sonnet-4-5')), kv('input_tokens', i(10)), kv('request_id', s('req-far')), kv('duration_ms', { doubleValue: 1e20 })])
+  const run = await h.run('logs', logs([good, far]))
+  t.equal(run.error, undefined, 'the export is not failed')
+  t.same(run.records.map((r) => r.body.transactionId), ['req-good'], 'the good record is kept')
+  t.equal(run.rejected.length, 1)
+  t.match(run.rejected[0], { index: 1, message: /out of range/ }, 'the far one is rejected, saying why')
+  const alone = await h.run('logs', logs([far]))
+  t.equal(toApiError(alone.error).status, 400, 'alone, it is a 400 (gRPC INVALID_ARGUMENT), not retried')
+})
+
 t.test('the records travel with the batch context; execute_tool needs a registered tool of the caller', async (t) => {
   const h = await genaiHarness(t)
   const tool = span('0000000000000031', [kv('gen_ai.operation.name', s('execute_tool')), kv('gen_ai.tool.name', s('web-search'))])

@@ -1,4 +1,5 @@
 import { Metadata, status } from '@grpc/grpc-js'
+import { connect } from 'node:http2'
 import { SeverityNumber } from '@opentelemetry/api'
 import { OTLPLogExporter } from '@opentelemetry/exporter-logs-otlp-grpc'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc'
@@ -216,6 +217,34 @@ t.test('bad input is INVALID_ARGUMENT or RESOURCE_EXHAUSTED, never a crash, and 
 
   const after = await rawGrpcExport(srv.port, 'traces', valid)
   t.notOk(after.err, 'the server still answers')
+})
+
+t.test('a call whose message never finishes arriving is cut with its connection; exporters ride over the reconnects', async (t) => {
+  const server = new OtlpGrpcServer({ endpoint: '127.0.0.1:0', handler: async () => {}, connectionAgeMs: 300, connectionGraceMs: 300 })
+  const port = await server.start()
+  t.teardown(() => server.shutdown(1000))
+  // Most of a message: its 5-byte prefix announces 1 MiB, 64 KiB follow, and the stream stays open.
+  const session = connect(`http://127.0.0.1:${port}`)
+  session.on('error', () => {})
+  t.teardown(() => session.destroy())
+  const stream = session.request({ ':method': 'POST', ':path': `/${SERVICES.traces}/Export`, 'content-type': 'application/grpc', te: 'trailers' })
+  stream.on('error', () => {})
+  const prefix = Buffer.alloc(5)
+  prefix.writeUInt32BE(1024 * 1024, 1)
+  stream.write(Buffer.concat([prefix, Buffer.alloc(64 * 1024, 0x0a)]))
+  const started = Date.now()
+  const closed = await Promise.race([new Promise<boolean>((r) => stream.on('close', () => r(true))), new Promise<boolean>((r) => setTimeout(() => r(false), 5000))])
+  t.ok(closed, `the stalled call is closed (after ${Date.now() - started} ms), its bytes released`)
+
+  // A real exporter keeps one channel: every export succeeds across several connection ages.
+  const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${port}` })
+  t.teardown(() => exporter.shutdown())
+  const spans = await genAiSpans()
+  for (let i = 0; i < 8; i++) {
+    const result = await exportSpans(exporter, spans)
+    t.equal(result.code, 0, `export ${i} succeeds`)
+    await new Promise((r) => setTimeout(r, 150))
+  }
 })
 
 t.test('shutdown lets a call in flight finish', async (t) => {

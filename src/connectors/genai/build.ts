@@ -65,6 +65,9 @@ export function nanosToMs(nanos: string): number {
   return Number(nanos.slice(0, -6)) + Number(nanos.slice(-6)) / 1e6
 }
 
+/** The largest distance from the epoch a Date holds, in ms. */
+const MAX_DATE_MS = 8.64e15
+
 /** Milliseconds since the epoch (the sub-millisecond part dropped) → `Date#toISOString()` text, without Date's costly formatter. */
 export const iso = (ms: number): string => isoAt(Math.floor(ms))
 
@@ -104,6 +107,10 @@ export function digest(text: string): string {
 /** A completion's REST body: counts in the REST meaning, times, stop reason, and the fields every client sends. */
 export function completionBody(d: CompletionDraft, t: Times): Record<string, unknown> {
   if (!(t.endMs >= t.startMs)) throw new ItemRejected('the end time is before the start time')
+  // A date ends at ±8.64e15 ms: past it the ISO text cannot be written (a RangeError, a 503 the
+  // exporter retries for ever). A duration_ms of 1e20 before a record's time takes its start there.
+  if (!(t.startMs >= -MAX_DATE_MS && t.endMs <= MAX_DATE_MS))
+    throw new ItemRejected(`the call's times are out of range: it starts ${Math.round(t.endMs - t.startMs)} ms before it ends`)
   const counts = restCounts(d.usage, d.counting, d.provider, d.model)
   const body: Record<string, unknown> = {
     model: d.model,

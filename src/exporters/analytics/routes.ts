@@ -18,7 +18,12 @@ export interface RouteOptions {
   maxBuckets: number
 }
 
-const iso = (ms: number): string | null => (Number.isFinite(ms) ? new Date(ms).toISOString() : null)
+/**
+ * A time as ISO text; null when unknown or past what a Date holds (±8.64e15 ms): a stored tool
+ * event with durationMs 1e300, accepted by REST and OTLP, put its trace's end there, and
+ * toISOString's RangeError made every traces answer of the team a 503.
+ */
+const iso = (ms: number): string | null => (Number.isFinite(ms) && Math.abs(ms) <= 8.64e15 ? new Date(ms).toISOString() : null)
 const money = formatUnits
 
 function head(q: ReadQuery) {

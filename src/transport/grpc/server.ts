@@ -41,6 +41,12 @@ export interface OtlpGrpcOptions {
   handler: ExportHandler
   /** Sees every call's final status, decoding failures included (e.g. for the error-pattern block). */
   onStatus?: (signal: OtlpSignal, code: status, call: CallInfo) => void
+  /**
+   * A connection is asked to go (GOAWAY) after this long (±10 %), and closed `connectionGraceMs`
+   * later with any call still unfinished: 120 s and 60 s by default.
+   */
+  connectionAgeMs?: number
+  connectionGraceMs?: number
 }
 
 export const DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
@@ -60,7 +66,15 @@ export class OtlpGrpcServer {
 
   constructor(private readonly opts: OtlpGrpcOptions) {
     const max = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
-    this.server = new Server({ 'grpc.max_receive_message_length': max })
+    this.server = new Server({
+      'grpc.max_receive_message_length': max,
+      // grpc-js holds a message's bytes until the message is whole and has no time limit of its
+      // own: a client that sends most of a 4 MiB message and stops held it for ever (a few hundred
+      // such calls, gigabytes). A connection's age bounds every call on it, as requestTimeout
+      // bounds an HTTP body; exporters reconnect on GOAWAY as they do after any server restart.
+      'grpc.max_connection_age_ms': opts.connectionAgeMs ?? 120_000,
+      'grpc.max_connection_age_grace_ms': opts.connectionGraceMs ?? 60_000,
+    })
     for (const signal of ['traces', 'logs', 'metrics'] as const) {
       const definition: ServiceDefinition = {
         Export: {

@@ -209,11 +209,23 @@ function str(v: unknown, name: string): string {
 const UINT = /^\d{1,20}$/
 const INT = /^-?\d{1,19}$/
 
-/** A fixed64 timestamp: a decimal string or a non-negative integer number; '0' when absent. */
+const MAX_FIXED64 = 2n ** 64n - 1n
+
+/**
+ * A fixed64 timestamp: a decimal string or a non-negative integer number, at most 2^64 − 1 as in
+ * protobuf; '0' when absent. Beyond it (1e30) a time is past what a Date holds: writing it threw
+ * a RangeError, a 503 the exporter retried for ever.
+ */
 function nanos(v: unknown, name: string): string {
   if (v === undefined || v === null || v === '') return '0'
-  if (typeof v === 'string' && UINT.test(v)) return v.length > 1 && v[0] === '0' ? String(BigInt(v)) : v
-  if (typeof v === 'number' && Number.isInteger(v) && v >= 0) return BigInt(v).toString()
+  if (typeof v === 'string' && UINT.test(v)) {
+    if (v.length === 20 && BigInt(v) > MAX_FIXED64) throw new ItemError(`${name} must be at most 2^64 - 1 nanoseconds`)
+    return v.length > 1 && v[0] === '0' ? String(BigInt(v)) : v
+  }
+  if (typeof v === 'number' && Number.isInteger(v) && v >= 0) {
+    if (v >= 2 ** 64) throw new ItemError(`${name} must be at most 2^64 - 1 nanoseconds`)
+    return BigInt(v).toString()
+  }
   throw new ItemError(`${name} must be nanoseconds as a decimal string or an integer`)
 }
 

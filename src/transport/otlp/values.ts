@@ -1,7 +1,18 @@
 import type { AttributeValue, Attributes } from '../../model/otlp.js'
 
-/** A problem with one item: the decoder rejects that item and keeps the rest of the request. */
-export class ItemError extends Error {}
+/**
+ * A problem with one item: the decoder rejects that item and keeps the rest of the request.
+ * Made without a stack trace (never read): an export of 100,000 bad spans spent 1.3 s of the
+ * event loop capturing them, before admission when the key is in the body.
+ */
+export class ItemError extends Error {
+  constructor(message: string) {
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
+    super(message)
+    Error.stackTraceLimit = limit
+  }
+}
 
 /** The 64-bit integers protobufjs decodes (long.js values). */
 export interface Int64 {
@@ -95,6 +106,9 @@ export function setAttribute(target: Attributes, key: string, value: AttributeVa
   else target[key] = value
 }
 
+/** The keys already in each request's list: `includes` on the list made 30,000 resources with distinct keys cost 3.4 s. */
+const keysSeen = new WeakMap<string[], Set<string>>()
+
 /** Removes the API-key attributes from a resource's attributes, collecting distinct string keys. */
 export function takeApiKeys(attributes: Attributes, names: readonly string[] | undefined, into: string[]): void {
   if (!names) return
@@ -102,6 +116,12 @@ export function takeApiKeys(attributes: Attributes, names: readonly string[] | u
     if (!Object.prototype.hasOwnProperty.call(attributes, name)) continue
     const v = attributes[name]
     delete attributes[name]
-    if (typeof v === 'string' && v !== '' && !into.includes(v)) into.push(v)
+    if (typeof v !== 'string' || v === '') continue
+    let seen = keysSeen.get(into)
+    if (!seen) keysSeen.set(into, (seen = new Set(into)))
+    if (!seen.has(v)) {
+      seen.add(v)
+      into.push(v)
+    }
   }
 }

@@ -5,6 +5,7 @@ import type { Logger } from 'pino'
 import { Counter, Gauge, type Registry } from 'prom-client'
 import { storeGauges } from '../store/metrics.js'
 import { Admission } from '../transport/admission/index.js'
+import { bodyBudget } from '../transport/http/body.js'
 import { HttpServer } from '../transport/http/server.js'
 import { Store } from '../store/store.js'
 import type { SharedState } from '../ports/shared.js'
@@ -91,6 +92,7 @@ export class Service implements Host {
     })
     if (this.store.tightened.length)
       this.logger.warn({ paths: this.store.tightened }, 'the data directory was readable by every user: took that access away (it holds usage records and keys)')
+    bodyBudget.limit = this.server.max_body_bytes_in_flight
     this.http = new HttpServer({
       apiPrefix: this.server.api_prefix,
       maxBodyBytes: this.server.max_body_bytes,

@@ -56,6 +56,12 @@ export const ServerSchema = Type.Object(
       description: 'Word in vendor header names, e.g. X-Service-Signature-256',
     }),
     max_body_bytes: Type.Integer({ default: 1048576, minimum: 1024, description: 'Request body limit, after decompression (413 above it)' }),
+    max_body_bytes_in_flight: Type.Integer({
+      default: 268435456,
+      minimum: 1048576,
+      description:
+        'Bytes of request bodies being received at once by a process (a worker), every HTTP listener together: past it a request gets 503 overloaded with Retry-After (one body alone is always read). Bounds the memory that slow or stalled uploads hold',
+    }),
     max_json_depth: Type.Integer({ default: 32, minimum: 4, maximum: 256, description: 'Deepest nesting accepted in a JSON body' }),
     shutdown_timeout_ms: Type.Integer({ default: 10000, minimum: 0, description: 'How long SIGTERM waits for in-flight requests and exporters to drain' }),
     shared_state: SharedStateSchema,

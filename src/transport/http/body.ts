@@ -7,8 +7,40 @@ export const tooLarge = (limit: number): ApiError =>
   invalid('body_too_large', `request body exceeds the ${limit}-byte limit`, undefined, 413)
 
 /**
+ * The bytes of request bodies being read at once in this process, every listener together
+ * (server.max_body_bytes_in_flight). Each body is bounded on its own, but a body is held until it
+ * is whole: without a bound on all of them, clients that send most of a large body and stop (or
+ * many slow uploads) hold as much memory as they open connections. A body that would take the
+ * total past the bound is refused with 503 `overloaded`; one alone is always read (a bound below
+ * the largest body must not refuse it for good).
+ */
+export class BodyBudget {
+  private used = 0
+  constructor(public limit: number) {}
+
+  take(bytes: number): boolean {
+    if (this.used > 0 && this.used + bytes > this.limit) return false
+    this.used += bytes
+    return true
+  }
+
+  give(bytes: number): void {
+    this.used -= bytes
+  }
+}
+
+/** The process's budget; its limit is set from the config at start (src/host/service.ts). */
+export const bodyBudget = new BodyBudget(256 * 1024 * 1024)
+
+const overBudget = (): ApiError =>
+  new ApiError(503, 'api_error', 'overloaded', `request bodies being received at once exceed server.max_body_bytes_in_flight (${bodyBudget.limit} bytes); retry later`, {
+    headers: { 'retry-after': '1' },
+  })
+
+/**
  * Reads a request body up to `limit` bytes after decompression (gzip/deflate), so a
- * compressed bomb fails with 413 like any large body. Rejects with an ApiError only.
+ * compressed bomb fails with 413 like any large body, and within the process's bodyBudget.
+ * Rejects with an ApiError only.
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length'])
@@ -34,6 +66,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     const fail = (err: ApiError): void => {
       if (done) return
       done = true
+      bodyBudget.give(size)
       req.unpipe()
       req.resume() // drain what is left so the connection can answer
       decoder?.destroy()
@@ -41,17 +74,21 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     }
     source.on('data', (chunk: Buffer) => {
       if (done) return
+      if (size + chunk.length > limit) return fail(tooLarge(limit))
+      if (!bodyBudget.take(chunk.length)) return fail(overBudget())
       size += chunk.length
-      if (size > limit) return fail(tooLarge(limit))
       chunks.push(chunk)
     })
     source.on('end', () => {
       if (done) return
       done = true
+      bodyBudget.give(size)
       resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size))
     })
     // Without a decoder the source is the request itself: one error listener, saying what failed.
     if (decoder) decoder.on('error', () => fail(invalid('bad_encoding', `the body is not valid ${encoding} data`)))
+    // Also a connection closed mid-body (by the client, or by the server's request timeout):
+    // Node destroys the request with an error, and its bytes go back to the budget.
     req.on('error', () => fail(invalid('bad_request', 'the request body could not be read')))
   })
 }

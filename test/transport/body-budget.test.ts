@@ -1,0 +1,50 @@
+/**
+ * server.max_body_bytes_in_flight: the bodies a process is receiving at once are bounded
+ * together, so clients that send most of a body and stop cannot hold memory without limit.
+ */
+import { connect, type Socket } from 'node:net'
+import t from 'tap'
+import { ADMIN_KEY, call, startMeterd } from '../helpers/meterd.js'
+import { completion } from '../fixtures/wire-examples.js'
+
+const C = '/meter/v2/ai/completions'
+
+/** Opens a POST that declares `declared` bytes and sends `sent` of them; collects what comes back. */
+function stalledUpload(url: string, declared: number, sent: number): { socket: Socket; answer: () => string } {
+  const { port } = new URL(url)
+  const socket = connect(Number(port), '127.0.0.1')
+  let out = ''
+  socket.on('data', (d) => (out += d))
+  socket.on('error', () => undefined)
+  socket.write(`POST ${C} HTTP/1.1\r\nhost: x\r\nx-api-key: ${ADMIN_KEY}\r\ncontent-type: application/json\r\ncontent-length: ${declared}\r\n\r\n`)
+  socket.write(Buffer.alloc(sent, 0x20))
+  return { socket, answer: () => out }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+t.test('bodies received at once past server.max_body_bytes_in_flight are refused with 503 overloaded, and the bytes come back', async (t) => {
+  const m = await startMeterd(t, { config: { server: { max_body_bytes: 1048576, max_body_bytes_in_flight: 1048576 } } })
+  const a = stalledUpload(m.url, 1_000_000, 700_000)
+  await sleep(300)
+  const b = stalledUpload(m.url, 1_000_000, 700_000)
+  let answer = ''
+  for (let i = 0; i < 100 && !answer.includes('\r\n\r\n'); i++) {
+    await sleep(20)
+    answer = b.answer()
+  }
+  t.match(answer, /^HTTP\/1\.1 503 /, 'the second stalled upload is refused while the first holds its bytes')
+  t.match(answer, /retry-after: 1/i)
+  t.match(answer, /"code":"overloaded"/)
+  t.match(answer, /max_body_bytes_in_flight/)
+  t.equal(a.answer(), '', 'the first is still being received')
+
+  a.socket.destroy()
+  b.socket.destroy()
+  await sleep(200)
+  // Both connections gone: their bytes are given back, and a large body alone is read again.
+  const big = completion({ transactionId: 'after-the-stall' }) as Record<string, unknown>
+  big.usageMetadata = { note: 'x'.repeat(900_000) }
+  const res = await call(`${m.url}${C}`, { key: ADMIN_KEY, body: big })
+  t.equal(res.status, 201, JSON.stringify(res.body).slice(0, 300))
+})

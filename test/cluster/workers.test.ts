@@ -49,7 +49,8 @@ t.test('dedup, idempotency, tools, tiers, analytics, webhooks and metrics hold a
   const d = await twoWorkers(t, {
     extensions: {
       ratelimit: { backend: 'memory', limits: { metering: 100000, analytics: 100000, platform: 100000 } },
-      exportconfigs: { allow_private_destinations: ['127.0.0.1'], poll_interval_ms: 50 },
+      exportconfigs: { allow_private_destinations: ['127.0.0.1'], poll_interval_ms: 50, max_configurations_per_team: 5 },
+      alerts: { max_rules_per_team: 4 },
     },
   })
 
@@ -179,6 +180,27 @@ t.test('dedup, idempotency, tools, tiers, analytics, webhooks and metrics hold a
     const [, patched] = await Promise.all([send(d.url, hookPath, { method: 'DELETE' }), send(d.url, hookPath, { method: 'PATCH', body: { name: 'late' } })])
     t.ok([200, 404].includes(patched.status), `a PATCH racing the DELETE: ${patched.status}`)
     t.equal((await send(d.url, hookPath)).status, 404, 'the deletion stands')
+  })
+
+  await t.test('a burst of creations on both workers stops at the per-team limits', async (t) => {
+    const held = async (path: string, list: (b: any) => unknown[]) => list((await send(d.url, path)).body).length
+    const configs = `${API}/export-configurations`
+    const rules = `${API}/sources/ai/anomaly`
+    const configsBefore = await held(`${configs}?size=100`, (b) => b.data)
+    const rulesBefore = await held(`${rules}?size=100`, (b) => b._embedded?.aIAnomalyResourceList ?? [])
+    const answers = await Promise.all([
+      ...Array.from({ length: 10 }, (_, i) => send(d.url, configs, { body: { name: `burst-${i}`, url: rx.url, filters: { organizationName: 'Nobody' } } })),
+      ...Array.from({ length: 10 }, (_, i) =>
+        send(d.url, rules, { body: { name: `burst-${i}`, alertType: 'THRESHOLD', metricType: 'TOTAL_COST', operatorType: 'GREATER_THAN', threshold: 100, periodDuration: 'DAILY' } }),
+      ),
+    ])
+    const [c, r] = [answers.slice(0, 10), answers.slice(10)]
+    t.equal(c.filter((a) => a.status === 201).length, 5 - configsBefore, 'export configurations: up to the limit of 5, whichever worker took each')
+    t.ok(c.every((a) => a.status === 201 || (a.status === 422 && a.body.error.code === 'too_many_export_configurations')), 'the rest 422')
+    t.equal(r.filter((a) => a.status === 201).length, 4 - rulesBefore, 'alert rules: up to the limit of 4')
+    t.ok(r.every((a) => a.status === 201 || (a.status === 422 && a.body.error.code === 'too_many_rules')), 'the rest 422')
+    t.equal(await held(`${configs}?size=100`, (b) => b.data), 5, 'five held')
+    t.equal(await held(`${rules}?size=100`, (b) => b._embedded?.aIAnomalyResourceList ?? []), 4, 'four held')
   })
 
   await t.test('/metrics sums the workers', async (t) => {

@@ -102,12 +102,27 @@ export class AlertStore {
     return this.shownStates.get(id) ?? INITIAL_STATE
   }
 
-  async put(rule: AlertRule): Promise<void> {
+  /**
+   * Stores a new rule unless its team already holds `maxPerTeam` (counted in the write
+   * transaction, so creations on several workers at once stop at the limit too); false then.
+   */
+  async put(rule: AlertRule, maxPerTeam = Infinity): Promise<boolean> {
     await this.shared?.writable()
-    await this.store.durable(this.rules.put(rule.id, rule))
+    const stored = await this.store.durable(
+      this.store.root.transaction(() => {
+        if (maxPerTeam !== Infinity) {
+          let held = 0
+          for (const { value } of this.rules.getRange({})) if (value.team === rule.team && ++held >= maxPerTeam) return false
+        }
+        this.rules.put(rule.id, rule)
+        return true
+      }),
+    )
+    if (!stored) return false
     this.byId.set(rule.id, rule)
     await this.shared?.wrote('alert-rules', [rule.id])
     this.onChange?.()
+    return true
   }
 
   /**

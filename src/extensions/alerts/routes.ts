@@ -107,14 +107,15 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     const fields = parseRule(body)
     // Creations still being written count too: a burst of POSTs would otherwise all pass the check.
     const creating = creatingFor.get(team) ?? 0
-    if (store.forTeam(team).length + creating >= d.maxRulesPerTeam)
-      throw invalid('too_many_rules', `a team holds at most ${d.maxRulesPerTeam} alert rules (alerts.max_rules_per_team)`, undefined, 422)
+    const tooMany = () => invalid('too_many_rules', `a team holds at most ${d.maxRulesPerTeam} alert rules (alerts.max_rules_per_team)`, undefined, 422)
+    if (store.forTeam(team).length + creating >= d.maxRulesPerTeam) throw tooMany()
     creatingFor.set(team, creating + 1)
     try {
       await checkWebhooks(fields, team)
       const now = iso()
       const rule: AlertRule = { id: store.newId(), team, ...fields, createdAt: now, updatedAt: now }
-      await store.put(rule)
+      // Counted again in the write transaction: exact across workers.
+      if (!(await store.put(rule, d.maxRulesPerTeam))) throw tooMany()
       return { status: 201, body: ruleView(rule, INITIAL_STATE) }
     } finally {
       const left = (creatingFor.get(team) ?? 1) - 1

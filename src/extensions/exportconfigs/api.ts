@@ -221,23 +221,21 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     }
     // Signed from the first delivery unless the caller opts out: the secret is made now and
     // shown in this answer only (as by rotate-signing-secret), committed with the configuration.
-    const signingSecret = await store.create(c, f.signingEnabled ?? true, host.now())
-    if (signingSecret === undefined) return { status: 201, body: view(d, c) }
-    return { status: 201, body: { ...view(d, c), signingSecret }, headers: { 'cache-control': 'no-store' } }
+    const done = await store.create(c, f.signingEnabled ?? true, host.now(), d.maxConfigurationsPerTeam)
+    if (!done.created) throw tooMany()
+    if (done.secret === undefined) return { status: 201, body: view(d, c) }
+    return { status: 201, body: { ...view(d, c), signingSecret: done.secret }, headers: { 'cache-control': 'no-store' } }
   }
+  const tooMany = () =>
+    invalid('too_many_export_configurations', `a team holds at most ${d.maxConfigurationsPerTeam} export configurations (exportconfigs.max_configurations_per_team)`, undefined, 422)
 
   route('POST', '', 'platform:write', async (ctx) => {
     const team = checkTeam(ctx)
     const f = parseFields(d, await configBody(ctx), true)
-    // Creations still being written count too: a burst of POSTs would otherwise all pass the check.
+    // Creations still being written count too: a burst of POSTs stops here before its destination
+    // checks. The count in the write transaction (store.create) is the exact one, across workers.
     const creating = creatingFor.get(team) ?? 0
-    if (store.forTeam(team).length + creating >= d.maxConfigurationsPerTeam)
-      throw invalid(
-        'too_many_export_configurations',
-        `a team holds at most ${d.maxConfigurationsPerTeam} export configurations (exportconfigs.max_configurations_per_team)`,
-        undefined,
-        422,
-      )
+    if (store.forTeam(team).length + creating >= d.maxConfigurationsPerTeam) throw tooMany()
     creatingFor.set(team, creating + 1)
     try {
       return await create(team, f)

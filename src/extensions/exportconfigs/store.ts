@@ -101,22 +101,30 @@ export class ExportConfigStore implements ConfigurationSource {
 
   /**
    * Stores a new configuration, with a new signing secret when `signed`, in one commit (so a
-   * configuration never exists unsigned by accident). Returns the secret, to be shown once.
+   * configuration never exists unsigned by accident), unless its team already holds `maxPerTeam`
+   * (counted in the write transaction, so creations on several workers at once stop at the limit
+   * too). The secret is returned, to be shown once.
    */
-  async create(c: ExportConfiguration, signed: boolean, now: number): Promise<string | undefined> {
+  async create(c: ExportConfiguration, signed: boolean, now: number, maxPerTeam = Infinity): Promise<{ created: false } | { created: true; secret?: string }> {
     const secret = signed ? newSecret() : undefined
     await this.shared?.writable()
-    await this.store.durable(
+    const created = await this.store.durable(
       this.store.root.transaction(() => {
+        if (maxPerTeam !== Infinity) {
+          let held = 0
+          for (const { value } of this.configs.getRange({})) if (value.team === c.team && ++held >= maxPerTeam) return false
+        }
         this.configs.put(c.id, c)
         if (secret) this.signing.put(c.id, rotate(undefined, this.box.seal(secret, c.id), { immediate: true, now }))
+        return true
       }),
     )
+    if (!created) return { created: false }
     this.index(c)
     await this.shared?.wrote('export_configurations', [c.id])
     if (secret) await this.shared?.wrote('export_configuration_signing', [c.id])
     this.onChange?.()
-    return secret
+    return { created: true, secret }
   }
 
   async remove(c: ExportConfiguration): Promise<void> {

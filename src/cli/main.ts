@@ -164,7 +164,7 @@ async function run(files: string[]): Promise<number> {
     try {
       lock = acquireDataDirLock(config.storage.path)
     } catch (err) {
-      throw err instanceof DataDirLockedError ? err : dataDirFailure(err, config.storage.path)
+      throw err instanceof DataDirLockedError || err instanceof StartupError ? err : dataDirFailure(err, config.storage.path)
     }
     process.on('exit', () => lock.release())
     // A damaged data file is refused here, once, rather than by every worker as it starts.

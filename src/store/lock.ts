@@ -95,7 +95,7 @@ export function acquireDataDirLock(dir: string): DataDirLock {
 }
 
 /** The pid file as found: which file it is (to tell it from a later one) and the pid in it, if any. */
-interface Seen {
+export interface Seen {
   key: string
   pid: number | undefined
 }
@@ -104,7 +104,7 @@ interface Seen {
  * What is at `path` now, undefined when nothing is. A regular file is read without following a
  * symbolic link and without blocking; anything but a file or a symbolic link is refused (exit 78).
  */
-function inspect(path: string): Seen | undefined {
+export function inspect(path: string): Seen | undefined {
   let fd: number
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)

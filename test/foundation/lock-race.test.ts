@@ -4,7 +4,7 @@
  * FIFO) are one line and exit 78, never a stack, a crash or a hang.
  */
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
@@ -107,6 +107,26 @@ t.test('starts racing over a stale pid file: exactly one takes it over, every ot
   t.same(readdirSync(dir), [], 'no files of the takeover are left behind')
 })
 
+t.test('a start killed in the middle of a takeover does not block the next one, and what it left is cleared', async (t) => {
+  const dir = tempDir('meterd-lock-crashed-')
+  t.teardown(() => removeDir(dir))
+  const pidFile = join(dir, 'meterd.pid')
+  writeFileSync(pidFile, `${deadPid()}\n`)
+  const st = statSync(pidFile, { bigint: true })
+  const claimer = deadPid()
+  // What a start killed after claiming the stale file, before replacing it, leaves (see takeOver in src/store/lock.ts).
+  writeFileSync(join(dir, `meterd.pid.${claimer}.tmp`), `${claimer}\n`)
+  linkSync(join(dir, `meterd.pid.${claimer}.tmp`), join(dir, `meterd.pid.takeover-${st.ino}-${st.mtimeNs}-${readFileSync(pidFile, 'utf8').trim()}`))
+  const d = await spawnMeterd(t, { dataDir: dir })
+  t.equal(readFileSync(pidFile, 'utf8'), `${d.proc.pid}\n`, 'the next start takes the stale file over')
+  t.same(
+    readdirSync(dir).filter((f) => f.startsWith('meterd.pid')),
+    ['meterd.pid'],
+    'the dead start’s claim and file are gone',
+  )
+  await d.stop()
+})
+
 t.test('starts racing with no pid file at all: exactly one wins', async (t) => {
   const dir = tempDir('meterd-lock-race-new-')
   t.teardown(() => removeDir(dir))
@@ -175,4 +195,10 @@ t.test('a pid file that is empty, garbage or a symbolic link is no daemon’s: t
     t.notOk(existsSync(pidFile), `${what}: removed at the stop`)
   }
   t.equal(readFileSync(elsewhere, 'utf8'), 'not a pid', 'the symbolic link’s target was not written')
+
+  // meterd doctor reads the pid file as the start does: a FIFO there is named, not read for ever.
+  spawnSync('mkfifo', [pidFile])
+  const doctor = spawnSync(process.execPath, [BIN, 'doctor', '--data-dir', dir], { encoding: 'utf8', timeout: 30_000 })
+  t.equal(doctor.status, 0, 'doctor ends: the store is sound')
+  t.match(doctor.stdout, `note: the pid file ${pidFile} is a FIFO, not a file meterd wrote`)
 })

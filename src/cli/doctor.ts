@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { StartupError } from '../core/startup-error.js'
 import { checkDataFile, DamagedStoreError, EX_DATAERR } from '../store/check.js'
 import { inspect, isRunning, LOCK_FILE, mayBeMeterd } from '../store/lock.js'
 import type { WalkedDatabase } from '../store/walk.js'
@@ -30,7 +31,7 @@ export function doctorCommand(dir: string, out: (line: string) => void): number 
   try {
     summary = checkDataFile(dir)
   } catch (err) {
-    if (err instanceof DamagedStoreError) return problem(err.message)
+    if (err instanceof DamagedStoreError || err instanceof StartupError) return problem(err.message)
     return problem(`cannot read ${join(dir, 'data.mdb')}: ${(err as Error).message}`)
   }
   if (!summary) return problem(`${dir} holds no store (no data.mdb); meterd run would create a new, empty one here`)

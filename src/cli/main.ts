@@ -172,7 +172,7 @@ async function run(files: string[]): Promise<number> {
       checkDataFile(config.storage.path)
     } catch (err) {
       // A data.mdb this user may not read (left by a start as root) is a permission to fix, not a crash.
-      throw err instanceof DamagedStoreError ? err : dataDirFailure(err, config.storage.path)
+      throw err instanceof DamagedStoreError || err instanceof StartupError ? err : dataDirFailure(err, config.storage.path)
     }
   }
   if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)

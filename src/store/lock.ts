@@ -152,6 +152,9 @@ function unusable(path: string, st: BigIntStats): StartupError {
   )
 }
 
+const TAKEN = -1
+const LOOK_AGAIN = 0
+
 /**
  * Replaces the stale file `seen` at `path` by this process's `mine`: TAKEN, LOOK_AGAIN (the file
  * changed), or the pid of a live start that is taking it over (to wait for).
@@ -165,9 +168,6 @@ function unusable(path: string, st: BigIntStats): StartupError {
  * the next claim of that file is then `…-after-<its pid>`, a name only one start can make in turn,
  * so neither a waiting start nor a crash at any step lets two through or blocks every later start.
  */
-const TAKEN = -1
-const LOOK_AGAIN = 0
-
 function takeOver(dir: string, path: string, mine: string, seen: Seen): number {
   let claim = join(dir, `${LOCK_FILE}.takeover-${seen.key}`)
   for (;;) {

@@ -1,9 +1,10 @@
 import { spawnSync } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { StartupError } from '../core/startup-error.js'
 import { checkDataFile, DamagedStoreError, EX_DATAERR } from '../store/check.js'
-import { isRunning, LOCK_FILE } from '../store/lock.js'
+import { inspect, isRunning, LOCK_FILE, mayBeMeterd } from '../store/lock.js'
 import type { WalkedDatabase } from '../store/walk.js'
 
 export const DOCTOR_USAGE = `  doctor [--data-dir DIR]   check a data directory offline; exit 0 when sound, 65 when damaged`
@@ -30,16 +31,27 @@ export function doctorCommand(dir: string, out: (line: string) => void): number 
   try {
     summary = checkDataFile(dir)
   } catch (err) {
-    if (err instanceof DamagedStoreError) return problem(err.message)
+    if (err instanceof DamagedStoreError || err instanceof StartupError) return problem(err.message)
     return problem(`cannot read ${join(dir, 'data.mdb')}: ${(err as Error).message}`)
   }
   if (!summary) return problem(`${dir} holds no store (no data.mdb); meterd run would create a new, empty one here`)
   out(`ok: ${summary.file}: ${summary.bytes} bytes, page size ${summary.pageSize}, ${summary.lastPage + 1} pages in use, transaction ${summary.txnid}`)
 
   const lock = join(dir, LOCK_FILE)
-  if (existsSync(lock)) {
-    const pid = Number.parseInt(readFileSync(lock, 'utf8'), 10)
-    out(`note: ${lock} names pid ${pid}: ${Number.isInteger(pid) && pid > 0 && isRunning(pid) ? 'a daemon is running on this directory (the check reads a snapshot)' : 'no such process runs (a daemon that died; the next start takes it over)'}`)
+  try {
+    // Read as a start reads it: a FIFO there would block a plain read for ever.
+    const seen = inspect(lock)
+    if (seen?.pid !== undefined) {
+      // As the next start would judge it (src/store/lock.ts).
+      const state = !isRunning(seen.pid)
+        ? 'no such process runs (a daemon that died; the next start takes it over)'
+        : mayBeMeterd(seen.pid)
+          ? 'a daemon is running on this directory (the check reads a snapshot)'
+          : 'that process is not a meterd (the pid was reused after a daemon died; the next start takes the file over)'
+      out(`note: ${lock} names pid ${seen.pid}: ${state}`)
+    } else if (seen) out(`note: ${lock} names no pid (left by a daemon that died, or not meterd's; the next start takes it over)`)
+  } catch (err) {
+    out(`note: ${(err as Error).message} (meterd run exits 78 while it is there)`)
   }
 
   // LMDB faults on a damaged page instead of throwing: read everything in a child process.

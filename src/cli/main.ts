@@ -164,7 +164,7 @@ async function run(files: string[]): Promise<number> {
     try {
       lock = acquireDataDirLock(config.storage.path)
     } catch (err) {
-      throw err instanceof DataDirLockedError ? err : dataDirFailure(err, config.storage.path)
+      throw err instanceof DataDirLockedError || err instanceof StartupError ? err : dataDirFailure(err, config.storage.path)
     }
     process.on('exit', () => lock.release())
     // A damaged data file is refused here, once, rather than by every worker as it starts.
@@ -172,7 +172,7 @@ async function run(files: string[]): Promise<number> {
       checkDataFile(config.storage.path)
     } catch (err) {
       // A data.mdb this user may not read (left by a start as root) is a permission to fix, not a crash.
-      throw err instanceof DamagedStoreError ? err : dataDirFailure(err, config.storage.path)
+      throw err instanceof DamagedStoreError || err instanceof StartupError ? err : dataDirFailure(err, config.storage.path)
     }
   }
   if (cluster.isPrimary && workers > 1) return runSupervisor(config, workers)

@@ -1,5 +1,5 @@
 import { storeUnwritableIn } from '../core/errors.js'
-import { dataDirFailure } from '../core/startup-error.js'
+import { StartupError, dataDirFailure } from '../core/startup-error.js'
 import { DamagedStoreError } from '../store/check.js'
 import { quietLmdbWriteLoopErrors, surviveCommitFailures } from '../store/commit-failures.js'
 import { commitCause, lackOfSpace, unwritableDataDir } from '../store/disk-full.js'
@@ -26,7 +26,7 @@ export async function withStore<T>(opts: StoreOptions, unwritten: string, fn: (s
     // A new store's first pages could not be written.
     if (lackOfSpace(err) !== undefined) throw fullDisk(opts.path, err, unwritten)
     // A damaged file says so itself; a directory this user may not use is one line and exit 78, as for run.
-    throw err instanceof DamagedStoreError ? err : dataDirFailure(err, opts.path)
+    throw err instanceof DamagedStoreError || err instanceof StartupError ? err : dataDirFailure(err, opts.path)
   }
   try {
     return await fn(store)

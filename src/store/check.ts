@@ -1,5 +1,6 @@
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
+import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs'
 import { join } from 'node:path'
+import { StartupError } from '../core/startup-error.js'
 
 /** sysexits.h EX_DATAERR: the data file is damaged; meterd refuses to open it. */
 export const EX_DATAERR = 65
@@ -65,6 +66,7 @@ export interface DataFileSummary {
  * Throws DamagedStoreError otherwise.
  */
 export function checkDataFile(dir: string): DataFileSummary | undefined {
+  checkStoreFileKinds(dir)
   const file = join(dir, 'data.mdb')
   let fd: number
   try {
@@ -98,6 +100,30 @@ export function checkDataFile(dir: string): DataFileSummary | undefined {
     return { file, bytes: size, pageSize: live.psize, lastPage: Number(live.lastPg), txnid: Number(live.txnid) }
   } finally {
     closeSync(fd)
+  }
+}
+
+/**
+ * LMDB's two files, where they exist, must be files (a symbolic link to one is fine): given a
+ * directory it crashes (SIGSEGV, for lock.mdb) or fails with a bare EISDIR, and a FIFO blocks the
+ * start for ever. Throws a StartupError (exit 78) naming the file.
+ */
+function checkStoreFileKinds(dir: string): void {
+  for (const name of ['data.mdb', 'lock.mdb']) {
+    const file = join(dir, name)
+    let st
+    try {
+      st = statSync(file)
+    } catch {
+      continue // absent: made by LMDB; unreadable: opening it says why
+    }
+    if (st.isFile()) continue
+    const what = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : 'a device'
+    const fix =
+      name === 'lock.mdb'
+        ? 'remove it (LMDB makes its reader table, lock.mdb, again), or point storage.path (METERD_DATA_DIR) elsewhere'
+        : 'move it out of the data directory (meterd then starts an empty store), or point storage.path (METERD_DATA_DIR) elsewhere'
+    throw new StartupError(`the store file ${file} is ${what}, not a file LMDB can open`, fix)
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process'
 import { randomFillSync } from 'node:crypto'
-import { cpSync, readFileSync, statSync, truncateSync, writeFileSync, openSync, writeSync, closeSync } from 'node:fs'
+import { cpSync, mkdirSync, readFileSync, statSync, truncateSync, writeFileSync, openSync, writeSync, closeSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
@@ -112,4 +112,24 @@ t.test('doctor: --help, a missing directory, a directory without a store', async
   t.match(empty.out, /holds no store/)
   const bad = await meterd(base, 'doctor', '--frobnicate')
   t.equal(bad.code, 64, 'an unknown flag is a usage error')
+})
+
+t.test('data.mdb or lock.mdb that is a directory or a FIFO: run and keys say which, exit 78, instead of a crash (SIGSEGV), a bare EISDIR or a hang', async (t) => {
+  const base = tempDir('meterd-not-a-file-')
+  t.teardown(() => removeDir(base))
+  for (const name of ['data.mdb', 'lock.mdb']) {
+    for (const kind of ['directory', 'FIFO']) {
+      const dir = join(base, `${name}-${kind}`)
+      mkdirSync(dir)
+      if (kind === 'directory') mkdirSync(join(dir, name))
+      else spawnSync('mkfifo', [join(dir, name)])
+      // --init: keys commands otherwise refuse a directory without data.mdb before looking further.
+      for (const args of [['run'], ['keys', 'create', '--team', 'team-a', '--scopes', 'admin', '--init']]) {
+        const r = await meterd(dir, ...args)
+        t.equal(r.code, 78, `${name} a ${kind}, ${args.join(' ')}: exit 78 (${r.signal ?? r.out})`)
+        t.match(r.out, `the store file ${join(dir, name)} is a ${kind}, not a file LMDB can open`)
+        t.notMatch(r.out, /\n\s+at /, 'no stack trace')
+      }
+    }
+  }
 })

@@ -24,5 +24,7 @@ export interface Environment {
   db<K extends Key = Key, V = any>(name: string, opts?: DbOptions): Database<V, K>
   putIfAbsent<K extends Key, V>(db: Database<V, K>, key: K, value: V): boolean
   durable<T>(write: Promise<T>, onDurable?: () => void): Promise<T>
+  /** Runs `run` in a write transaction shared with the units queued meanwhile; resolves once durable. */
+  commitUnit(run: () => void, onDurable: () => void): Promise<void>
   unit(): WriteUnit
 }

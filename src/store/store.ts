@@ -16,6 +16,17 @@ import { LmdbWriteUnit } from './write-unit.js'
 
 const NO_OVERWRITE = { noOverwrite: true } as any // lmdb-js's put options; its types omit noOverwrite
 
+/** A write unit queued in a group of units that share one transaction callback (Store.commitUnit). */
+interface GroupMember {
+  run: () => void
+  onDurable: () => void
+  resolve: () => void
+  reject: (err: unknown) => void
+  error: unknown
+  threw: boolean
+  settled: boolean
+}
+
 export interface StoreOptions {
   path: string
   maxSizeMb?: number
@@ -44,6 +55,8 @@ export class Store implements Environment {
   private readonly views = new Map<string, LmdbTableView<any, any>>()
   private readonly preallocator?: Preallocator
   private closed = false
+  /** The units whose transaction callback has not run yet: a unit committed now joins them (commitUnit). */
+  private openGroup?: GroupMember[]
   /** Paths of an existing data directory that were world-accessible and were tightened (src/store/data-dir.ts). */
   readonly tightened: string[]
 
@@ -162,6 +175,89 @@ export class Store implements Environment {
   /** A new unit of writes committed as one transaction (src/store/write-unit.ts). */
   unit(): LmdbWriteUnit {
     return new LmdbWriteUnit(this)
+  }
+
+  /**
+   * Runs `run` in a write transaction and resolves once that transaction is on disk (rejects
+   * with what `run` threw, once the transaction committed, as a transaction's own promise
+   * would). Units committed while the transaction callback of an earlier one has not run yet
+   * join that callback: lmdb-js would run them in the same transaction anyway (it appends
+   * every callback queued meanwhile to one group), and one callback, one commit promise and
+   * one `flushed` subscription for the group cost less than one per request (each `flushed`
+   * is a Promise.all in lmdb-js; docs/performance.md). A unit whose `run` throws leaves the
+   * others of its group alone, as lmdb-js does for a throwing callback.
+   */
+  commitUnit(run: () => void, onDurable: () => void): Promise<void> {
+    let resolve!: () => void
+    let reject!: (err: unknown) => void
+    const done = new Promise<void>((res, rej) => {
+      resolve = res
+      reject = rej
+    })
+    const member: GroupMember = { run, onDurable, resolve, reject, error: undefined, threw: false, settled: false }
+    const open = this.openGroup
+    if (open !== undefined) {
+      open.push(member)
+      return done
+    }
+    const group = [member]
+    // Open before the transaction is queued: inside a synchronous write transaction lmdb-js
+    // runs the callback at once, and the callback closes its group.
+    this.openGroup = group
+    try {
+      this.runGroup(group)
+    } catch (err) {
+      if (this.openGroup === group) this.openGroup = undefined
+      throw err // a closed database: thrown, as root.transaction throws it
+    }
+    return done
+  }
+
+  private runGroup(group: GroupMember[]): void {
+    const write = this.root.transaction(() => {
+      // From here on a unit committed goes to a transaction of its own.
+      if (this.openGroup === group) this.openGroup = undefined
+      for (let i = 0; i < group.length; i++) {
+        const m = group[i]
+        try {
+          m.run()
+        } catch (err) {
+          m.threw = true
+          m.error = err
+        }
+      }
+    })
+    this.preallocator?.written()
+    // As in durable(): the commit and the flush of the batch that holds it (read now), the
+    // first failure rejecting each member not yet settled.
+    let left = 2
+    const fail = (err: unknown): void => {
+      if (this.openGroup === group) this.openGroup = undefined
+      for (const m of group) {
+        if (m.settled) continue
+        m.settled = true
+        m.reject(this.health.failed(err))
+      }
+    }
+    const settled = (): void => {
+      if (--left > 0) return
+      if (!this.health.writable) this.health.succeeded()
+      for (const m of group) {
+        if (m.settled) continue
+        m.settled = true
+        m.onDurable()
+        m.resolve()
+      }
+    }
+    write.then(() => {
+      for (const m of group) {
+        if (!m.threw || m.settled) continue
+        m.settled = true
+        m.reject(this.health.failed(m.error))
+      }
+      settled()
+    }, fail)
+    this.root.flushed.then(settled, fail)
   }
 
   /**

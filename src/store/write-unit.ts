@@ -10,8 +10,9 @@ import type { Environment } from './environment.js'
  * Components add their steps while the batch passes through them (synchronously, before their
  * first `await`), and every component that must know the outcome awaits `commit()`. The first
  * `commit()` queues the unit; lmdb-js runs it with the other requests' units in its next write
- * transaction. Steps run in the order they were added: processors before exporters, so an
- * exporter's step sees the costs a pricing step set.
+ * transaction, the units committed meanwhile in one transaction callback (Store.commitUnit).
+ * Steps run in the order they were added: processors before exporters, so an exporter's step
+ * sees the costs a pricing step set.
  *
  * A step must check what it can before its first put: units share lmdb-js's batched
  * transaction without child transactions (a nested transaction per request cost ~15% of the
@@ -55,12 +56,12 @@ export class LmdbWriteUnit implements WriteUnit {
 
   /** Resolves once every step has run and the transaction is on disk; rejects (for every caller) if a step threw. */
   commit(): Promise<void> {
-    return (this.done ??= this.store.durable(
-      this.store.root.transaction(() => {
+    return (this.done ??= this.store.commitUnit(
+      () => {
         if (this.refusal) throw this.refusal
         this.running = true
         for (const step of this.steps) step()
-      }),
+      },
       () => (this.durable = true),
     ))
   }

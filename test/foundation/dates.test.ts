@@ -41,6 +41,18 @@ t.test('the canonical fast path answers exactly what the regex and Date.parse an
   t.pass('20,000 generated stamps agree')
 })
 
+t.test('one character changed anywhere in a canonical stamp: the fast path answers as the reference', async (t) => {
+  const base = '2026-11-21T23:55:47.661Z'
+  // The characters around the digits and separators ('/' and ':' bound the digits), and others.
+  for (let i = 0; i < base.length; i++) {
+    for (const c of ['/', ':', '0', '9', '-', 'T', 't', 'Z', '.', 'a', ' ', '\u0660']) {
+      const v = base.slice(0, i) + c + base.slice(i + 1)
+      t.equal(isDateTime(v), referenceIsDateTime(v), `isDateTime(${JSON.stringify(v)})`)
+      if (isDateTime(v)) t.equal(toIsoUtc(v), new Date(v).toISOString(), `toIsoUtc(${JSON.stringify(v)})`)
+    }
+  }
+})
+
 t.test('known cases: leap days, days past the month end, other spellings', async (t) => {
   t.equal(toIsoUtc('2024-02-29T10:00:00.000Z'), '2024-02-29T10:00:00.000Z', 'a leap day is kept')
   t.notOk(isDateTime('2026-02-29T10:00:00.000Z'), 'no 29 February in 2026 (Date would roll it into March)')

@@ -55,6 +55,30 @@ t.test('a step that throws fails the unit for every caller and skips the steps a
   t.equal(db.get('other'), 2)
 })
 
+t.test('units committed together share a transaction; one that throws fails alone; a later one gets its own', async (t) => {
+  const store = openStore(t)
+  const db = store.db<string, number>('unit-test')
+  const units = [0, 1, 2].map((i) => {
+    const unit = store.unit()
+    unit.add(() => {
+      if (i === 1) throw new Error('unit 1 is refused')
+      db.put(`record ${i}`, i)
+    })
+    return unit
+  })
+  // All three are committed before lmdb-js runs any transaction callback.
+  const outcomes = units.map((u) => u.commit().then(() => 'stored', (err: Error) => err.message))
+  t.same(await Promise.all(outcomes), ['stored', 'unit 1 is refused', 'stored'], 'each unit gets its own outcome')
+  t.same([db.get('record 0'), db.get('record 1'), db.get('record 2')], [0, undefined, 2])
+  t.same(units.map((u) => u.committed), [true, false, true])
+  // A unit committed once the earlier ones ran is written too (by a transaction of its own).
+  const late = store.unit()
+  late.add(() => void db.put('late', 3))
+  await late.commit()
+  t.equal(db.get('late'), 3)
+  t.equal(late.committed, true)
+})
+
 t.test('a unit says it is committed only once its commit is durable, and never after a failure', async (t) => {
   // Ingest skips its own wait for the commit when the unit says so (the lmdb exporter waited):
   // saying so early would answer 201 before the records are on disk.

@@ -40,6 +40,13 @@ t.test('lone surrogates and bytes that are not UTF-8 are a 400, not stored as U+
     t.equal(res.status, 400, what)
     t.equal(res.body.error.code, 'invalid_unicode', what)
   }
+  // U+FFFD sent as its UTF-8 bytes is text like any other; beside a byte that is not UTF-8 it is still a 400.
+  const fffd = await call(m.url + C, { key, raw: JSON.stringify(completion({ agent: 'A\ufffdB' })), headers: JSON_TYPE })
+  t.equal(fffd.status, 201, 'U+FFFD as UTF-8 is stored')
+  const both = Buffer.concat([Buffer.from(text.slice(0, text.indexOf('AGENT')) + '\ufffd'), Buffer.from([0xe9]), Buffer.from(text.slice(text.indexOf('AGENT') + 5))])
+  const refused = await call(m.url + C, { key, raw: both, headers: JSON_TYPE })
+  t.equal(refused.status, 400, 'U+FFFD beside a Latin-1 byte')
+  t.equal(refused.body.error.code, 'invalid_unicode')
   const pair = await call(m.url + C, { key, raw: text.replace('AGENT', '\\ud83d\\ude00 and \\\\ud800 as text'), headers: JSON_TYPE })
   t.equal(pair.status, 201, 'an escaped surrogate pair, and an escaped backslash before "ud800", are fine')
   const stored = (await call(m.url + LIST, { key })).body._embedded.aICompletionMetricResourceList[0]

@@ -121,8 +121,11 @@ export function jsonCharsetProblem(header: string | undefined): string | undefin
  * stored as the text the client meant (each would become U+FFFD).
  */
 export function parseJson(buf: Buffer, maxDepth: number): unknown {
-  if (!isUtf8(buf)) throw invalid('invalid_unicode', 'the body is not valid UTF-8')
   const text = buf.toString('utf8')
+  // Bytes that are not UTF-8 decode to U+FFFD, so a text without one came from UTF-8 and the
+  // native check of every byte is needed only when there is one (a one-byte string, the usual
+  // body, cannot hold it: that indexOf answers at once).
+  if (text.indexOf('\uFFFD') !== -1 && !isUtf8(buf)) throw invalid('invalid_unicode', 'the body is not valid UTF-8')
   if (exceedsDepth(text, maxDepth)) {
     throw invalid('nesting_too_deep', `JSON nested deeper than ${maxDepth} levels`)
   }

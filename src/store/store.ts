@@ -172,6 +172,16 @@ export class Store implements Environment {
     )
   }
 
+  /**
+   * Makes the next read see every commit made so far, another process's too. lmdb-js reads
+   * through one snapshot until the timer it sets when it renews it fires: a worker told of
+   * another's change within the same turn of its event loop as an earlier read would otherwise
+   * reload its cache from before the change, and keep it until the next one.
+   */
+  readLatest(): void {
+    this.root.resetReadTxn()
+  }
+
   /** A new unit of writes committed as one transaction (src/store/write-unit.ts). */
   unit(): LmdbWriteUnit {
     return new LmdbWriteUnit(this)

@@ -171,9 +171,17 @@ t.test('dedup, idempotency, tools, tiers, analytics, webhooks and metrics hold a
         send(d.url, rulePath, { method: 'PUT', body: { description: `description-${i}` } }),
       ])
       t.same(answers.map((a) => a.status), [200, 200, 200, 200], `round ${i} answered`)
-      const [h, r] = await Promise.all([send(d.url, hookPath), send(d.url, rulePath)])
-      if (h.body.name !== `name-${i}` || h.body.timeoutMs !== 1000 + i) lost.push(`round ${i}: export configuration ${JSON.stringify({ name: h.body.name, timeoutMs: h.body.timeoutMs })}`)
-      if (r.body.name !== `name-${i}` || r.body.description !== `description-${i}`) lost.push(`round ${i}: alert rule ${JSON.stringify({ name: r.body.name, description: r.body.description })}`)
+      // Read on both workers (a connection each) until both show both changes: a worker hears of
+      // the other's change within milliseconds; one that never shows it lost it, or kept a stale copy.
+      let seen = ''
+      for (let tries = 0; tries < 50; tries++) {
+        const reads = await Promise.all([send(d.url, hookPath), send(d.url, hookPath), send(d.url, rulePath), send(d.url, rulePath)])
+        const wrong = reads.filter((a, k) => (k < 2 ? a.body.name !== `name-${i}` || a.body.timeoutMs !== 1000 + i : a.body.name !== `name-${i}` || a.body.description !== `description-${i}`))
+        seen = JSON.stringify(wrong.map((a) => ({ name: a.body.name, timeoutMs: a.body.timeoutMs, description: a.body.description })))
+        if (wrong.length === 0) break
+        await sleep(20)
+      }
+      if (seen !== '[]') lost.push(`round ${i}: ${seen}`)
     }
     t.same(lost, [], 'no change answered 200 was undone by the other worker')
     // A change of a resource deleted meanwhile on the other worker is still a 404, never a resurrection.
@@ -183,7 +191,16 @@ t.test('dedup, idempotency, tools, tiers, analytics, webhooks and metrics hold a
   })
 
   await t.test('a burst of creations on both workers stops at the per-team limits', async (t) => {
-    const held = async (path: string, list: (b: any) => unknown[]) => list((await send(d.url, path)).body).length
+    // What a team holds, as both workers list it (a connection each): they agree within milliseconds of a change.
+    const held = async (path: string, list: (b: any) => unknown[]) => {
+      let counts: number[] = []
+      for (let tries = 0; tries < 50; tries++) {
+        counts = (await Promise.all([send(d.url, path), send(d.url, path)])).map((a) => list(a.body).length)
+        if (counts[0] === counts[1]) return counts[0]
+        await sleep(20)
+      }
+      throw new Error(`the workers list ${counts.join(' and ')}`)
+    }
     const configs = `${API}/export-configurations`
     const rules = `${API}/sources/ai/anomaly`
     const configsBefore = await held(`${configs}?size=100`, (b) => b.data)

@@ -47,6 +47,7 @@ export class AlertStore {
 
   /** Re-reads every rule from LMDB: another process changed one. */
   reload(): void {
+    this.store.readLatest()
     this.byId.clear()
     for (const { value } of this.shownRules.range()) this.byId.set(value.id, value)
   }
@@ -135,7 +136,11 @@ export class AlertStore {
     // Gateway cluster: checked against what every replica wrote (Redis), not this replica's copy.
     const done = this.shared ? await this.shared.replace('alert-rules', rule.id, read, rule) : await this.store.replaceExisting(this.rules, rule.id, read, rule)
     if (done.outcome !== 'replaced') return done
-    this.byId.set(rule.id, rule)
+    // As it is now, read back after the commit: another worker's change committed meanwhile may
+    // already have been reloaded here, and must not be replaced by this older copy.
+    const latest = this.shownRules.get(rule.id)
+    if (latest) this.byId.set(rule.id, latest)
+    else this.byId.delete(rule.id)
     this.onChange?.()
     return done
   }

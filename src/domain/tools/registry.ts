@@ -90,6 +90,9 @@ export class ToolRegistry {
 
   /** Drops the lookup cache: the next event reads the registry from LMDB. */
   forget(): void {
+    // Read afresh from here on: the change that made this call may be newer than the snapshot
+    // lmdb-js still reads through (Store.readLatest).
+    this.store.readLatest()
     this.live.clear()
     this.liveCount = 0
   }

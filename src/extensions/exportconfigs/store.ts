@@ -30,6 +30,7 @@ export class ExportConfigStore implements ConfigurationSource {
 
   /** Rebuilds the index by team from LMDB: another process changed a configuration. */
   reload(): void {
+    this.store.readLatest()
     this.byTeam.clear()
     for (const { value } of this.shownConfigs.range()) this.index(value)
   }
@@ -47,6 +48,16 @@ export class ExportConfigStore implements ConfigurationSource {
     const list = (this.byTeam.get(c.team) ?? []).filter((x) => x.id !== c.id)
     list.push(c)
     this.byTeam.set(c.team, list)
+  }
+
+  /**
+   * Indexes `c` as it is now, read back after its commit: another worker's change committed
+   * meanwhile may already have been reloaded here, and must not be replaced by this older copy.
+   */
+  private indexLatest(c: ExportConfiguration): void {
+    const latest = this.get(c.id)
+    if (latest) this.index(latest)
+    else this.unindex(c)
   }
 
   private unindex(c: ExportConfiguration): void {
@@ -83,7 +94,7 @@ export class ExportConfigStore implements ConfigurationSource {
     // Gateway cluster: checked against what every replica wrote (Redis), not this replica's copy.
     const done = await this.shared.replace('export_configurations', c.id, read, c)
     if (done.outcome === 'replaced') {
-      this.index(c)
+      this.indexLatest(c)
       this.onChange?.()
     }
     return done
@@ -93,7 +104,7 @@ export class ExportConfigStore implements ConfigurationSource {
   private async replace(c: ExportConfiguration, read: ExportConfiguration): Promise<Replaced<ExportConfiguration>> {
     const done = await this.store.replaceExisting(this.configs, c.id, read, c)
     if (done.outcome !== 'replaced') return done
-    this.index(c)
+    this.indexLatest(c)
     await this.shared?.wrote('export_configurations', [c.id])
     this.onChange?.()
     return done

@@ -40,9 +40,18 @@ export class RecordQueue<T extends QueuedEntry> {
     return this.dead.getCount()
   }
 
-  /** Inside the request's write transaction. */
-  putInTransaction(items: { id: string; value: T }[]): void {
-    for (const { id, value } of items) this.entries.put(id, value)
+  /**
+   * Inside the request's write transaction; returns how many entries are new, for `added`. A
+   * record routed to two pipelines that feed the same exporter is put twice under one id: counting
+   * it twice would make the queue look fuller than it is, until it refused every request.
+   */
+  putInTransaction(items: { id: string; value: T }[]): number {
+    let fresh = 0
+    for (const { id, value } of items) {
+      if (!this.entries.doesExist(id)) fresh++
+      this.entries.put(id, value)
+    }
+    return fresh
   }
 
   /** After that transaction is durable. */

@@ -100,7 +100,8 @@ export class UpstreamExporter implements ConsumingComponent {
     const now = this.host!.now()
     const items = batch.items.map((r) => ({ id: r.id, value: queued(r, now) }))
     const unit = unitOf(batch, this.host!.store)
-    unit.add(() => queue.putInTransaction(items))
+    let fresh = 0
+    unit.add(() => (fresh = queue.putInTransaction(items)))
     try {
       await unit.commit()
     } catch (err) {
@@ -108,7 +109,7 @@ export class UpstreamExporter implements ConsumingComponent {
       this.settings.metrics.failed(items.length)
       throw new RetryableError(`upstream queue write failed: ${(err as Error).message}`, err)
     }
-    queue.added(items.length)
+    queue.added(fresh)
     this.settings.metrics.accepted(items.length)
     if (this.refusing) {
       this.refusing = false

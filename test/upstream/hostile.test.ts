@@ -78,3 +78,37 @@ t.test('a record routed to two pipelines that feed one upstream exporter is queu
   t.same(got.sort(), sent.sort(), 'each record reached the upstream once')
   t.match(await metrics(side.url), /meterd_upstream_sent_records_total\{exporter="upstream"\} 12\n/)
 })
+
+t.test('a batch refused whole whose records are then throttled: the sidecar waits, it does not spin', async (t) => {
+  // 413 for a batch, 429 + Retry-After for each single record: the one-by-one pass used to hand
+  // back to the loop without a wait, which sent the batch again at once, ~600 requests a second.
+  const up = await upstream(t, (res, body) => {
+    res.writeHead(Array.isArray(body) ? 413 : 429, Array.isArray(body) ? {} : { 'retry-after': '1' })
+    res.end('{}')
+  })
+  const side = await startMeterd(t, { config: sidecarConfig(up.url) })
+  const key = await side.key()
+  t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: [completion(), completion()] })).status, 201)
+  await sleep(1500)
+  t.ok(up.received.length <= 6, `a few requests in 1.5 s, not a hot loop (${up.received.length})`)
+  t.match(await metrics(side.url), /meterd_upstream_send_errors_total\{exporter="upstream",reason="retry"\} [1-9]/, 'the throttling is counted')
+})
+
+t.test('records a batch refusal finds one by one are counted when delivered and logged when refused', async (t) => {
+  const up = await upstream(t, (res, body) => {
+    if (Array.isArray(body)) return res.writeHead(400).end('{"error":{"code":"invalid_batch","message":"something in it"}}')
+    if (body.model === 'refuse-me') return res.writeHead(422).end('{"error":{"code":"invalid_field","message":"model is refused"}}')
+    ok(res, body)
+  })
+  const side = await startMeterd(t, { config: sidecarConfig(up.url) })
+  const key = await side.key()
+  t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: [completion(), completion({ model: 'refuse-me' }), completion()] })).status, 201)
+  await drained(side.url)
+  const m = await metrics(side.url)
+  t.match(m, /meterd_upstream_sent_records_total\{exporter="upstream"\} 2\n/, 'the two delivered records are counted as sent')
+  t.match(m, /meterd_upstream_dead_letter_records\{exporter="upstream"\} 1\n/)
+  t.match(m, /meterd_upstream_send_errors_total\{exporter="upstream",reason="refused"\} 2\n/, 'the batch refusal and the record refusal')
+  const refused = side.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'the upstream refused a record for good; it is kept in the dead letters')
+  t.equal(refused.length, 1, 'the refused record is logged')
+  t.match(refused[0], { status: 422, error: /model is refused/ })
+})

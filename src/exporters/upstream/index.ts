@@ -7,7 +7,7 @@ import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError, ThrottledError } from '../../core/errors.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import { UpstreamQueue, type Queued } from './queue.js'
-import { UpstreamSender } from './sender.js'
+import { UpstreamSender, type SendOutcome } from './sender.js'
 
 const schema = Type.Object(
   {
@@ -140,34 +140,51 @@ export class UpstreamExporter implements ConsumingComponent {
         this.failures = 0
         continue
       }
+      let retry: SendOutcome | undefined = out
       if (out.kind === 'refused') {
         this.errors.inc({ exporter: this.settings.id, reason: 'refused' })
         if (out.index !== undefined && group[out.index]) {
           const bad = group[out.index]
-          this.settings.logger.error({ recordId: bad.id, status: out.status, error: out.error }, 'the upstream refused a record for good; it is kept in the dead letters')
+          this.deadLetter(bad.id, out)
           await queue.settle([], [{ id: bad.id, status: out.status, error: out.error, at: this.host!.now() }])
-        } else {
-          // A batch refused without naming the record: send its records one by one to find it.
-          await this.sendEach(group)
+          continue
         }
-        continue
+        // A batch refused without naming the record: send its records one by one to find it.
+        retry = await this.sendEach(group)
+        if (!retry) continue
       }
+      if (retry.kind !== 'retry') continue
       this.errors.inc({ exporter: this.settings.id, reason: 'retry' })
-      const delay = this.backoff(out.afterMs)
+      const delay = this.backoff(retry.afterMs)
       if (this.failures === 1 || this.failures % 10 === 0)
-        this.settings.logger.warn({ status: out.status, error: out.error, queued: queue.depth, retryInMs: delay }, 'upstream send failed; retrying')
+        this.settings.logger.warn({ status: retry.status, error: retry.error, queued: queue.depth, retryInMs: delay }, 'upstream send failed; retrying')
       await this.nap.sleep(delay)
     }
   }
 
-  private async sendEach(group: { id: string; value: Queued }[]): Promise<void> {
+  private deadLetter(id: string, out: { status: number; error: string }): void {
+    this.settings.logger.error({ recordId: id, status: out.status, error: out.error }, 'the upstream refused a record for good; it is kept in the dead letters')
+  }
+
+  /**
+   * Sends the records one by one, settling, counting and logging each as the batch would; returns
+   * the outcome that stopped it when the upstream became unavailable, for the loop to back off on.
+   */
+  private async sendEach(group: { id: string; value: Queued }[]): Promise<SendOutcome | undefined> {
     for (const e of group) {
-      if (this.stopped) return
+      if (this.stopped) return undefined
       const out = await this.sender.send(e.value.kind, [e.value.body], this.abort.signal)
-      if (out.kind === 'acked') await this.queue!.settle([e.id])
-      else if (out.kind === 'refused') await this.queue!.settle([], [{ id: e.id, status: out.status, error: out.error, at: this.host!.now() }])
-      else return // the upstream is unavailable: the main loop backs off
+      if (this.stopped) return undefined
+      if (out.kind === 'acked') {
+        await this.queue!.settle([e.id])
+        this.sent.inc({ exporter: this.settings.id })
+      } else if (out.kind === 'refused') {
+        this.errors.inc({ exporter: this.settings.id, reason: 'refused' })
+        this.deadLetter(e.id, out)
+        await this.queue!.settle([], [{ id: e.id, status: out.status, error: out.error, at: this.host!.now() }])
+      } else return out
     }
+    return undefined
   }
 
   /** The next delay: the upstream's Retry-After when it sent one, else exponential with jitter. */

@@ -112,3 +112,30 @@ t.test('records a batch refusal finds one by one are counted when delivered and 
   t.equal(refused.length, 1, 'the refused record is logged')
   t.match(refused[0], { status: 422, error: /model is refused/ })
 })
+
+t.test('Retry-After: 0 or a date in the past does not cut the backoff to nothing', async (t) => {
+  // The upstream's Retry-After replaced the backoff, so `0` sent the batch again at once, forever.
+  for (const retryAfter of ['0', new Date(Date.now() - 60_000).toUTCString()]) {
+    await t.test(retryAfter, async (t) => {
+      const up = await upstream(t, (res) => res.writeHead(503, { 'retry-after': retryAfter }).end('{}'))
+      const side = await startMeterd(t, { config: sidecarConfig(up.url) })
+      const key = await side.key()
+      t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 201)
+      await sleep(1500)
+      t.ok(up.received.length <= 6, `a few requests in 1.5 s with backoff from 300 ms (${up.received.length})`)
+    })
+  }
+})
+
+t.test('Retry-After as an HTTP date is honoured', async (t) => {
+  const up = await upstream(t, (res, body, n) => {
+    if (n > 1) return ok(res, body)
+    res.writeHead(503, { 'retry-after': new Date(Date.now() + 3000).toUTCString() }).end('{}')
+  })
+  const side = await startMeterd(t, { config: sidecarConfig(up.url, { initial_backoff_ms: 50, max_backoff_ms: 10_000 }) })
+  const key = await side.key()
+  t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 201)
+  await drained(side.url)
+  // The date has whole seconds: 3 s ahead is at least 2 s ahead.
+  t.ok(up.received[1].at - up.received[0].at >= 1900, `the second attempt waited for the date (${up.received[1].at - up.received[0].at} ms)`)
+})

@@ -187,12 +187,12 @@ export class UpstreamExporter implements ConsumingComponent {
     return undefined
   }
 
-  /** The next delay: the upstream's Retry-After when it sent one, else exponential with jitter. */
+  /** The next delay: exponential with jitter, or the upstream's Retry-After when that is longer. */
   private backoff(retryAfterMs?: number): number {
     const n = this.failures++
-    if (retryAfterMs !== undefined) return retryAfterMs
     const base = Math.min(this.config.max_backoff_ms, this.config.initial_backoff_ms * 2 ** Math.min(n, 30))
-    return Math.round(base * (1 + this.config.jitter * Math.random()))
+    // Retry-After is the least wait, never a shorter one: `Retry-After: 0` must not become a hot loop.
+    return Math.max(retryAfterMs ?? 0, Math.round(base * (1 + this.config.jitter * Math.random())))
   }
 }
 

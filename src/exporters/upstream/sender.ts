@@ -69,9 +69,12 @@ export class UpstreamSender {
   }
 
   private retryAfter(v: string | string[] | undefined): number | undefined {
-    const s = Array.isArray(v) ? v[0] : v
-    if (!s || !/^\d+$/.test(s.trim())) return undefined
-    return Math.min(Number(s.trim()) * 1000, this.opts.maxRetryAfterMs)
+    const s = (Array.isArray(v) ? v[0] : v)?.trim()
+    if (!s) return undefined
+    // Delay-seconds or an HTTP-date (RFC 9110 §10.2.3); anything else is ignored.
+    const ms = /^\d+$/.test(s) ? Number(s) * 1000 : /[a-z]/i.test(s) ? Date.parse(s) - Date.now() : NaN
+    if (Number.isNaN(ms)) return undefined
+    return Math.min(Math.max(0, ms), this.opts.maxRetryAfterMs)
   }
 }
 

@@ -139,3 +139,33 @@ t.test('Retry-After as an HTTP date is honoured', async (t) => {
   // The date has whole seconds: 3 s ahead is at least 2 s ahead.
   t.ok(up.received[1].at - up.received[0].at >= 1900, `the second attempt waited for the date (${up.received[1].at - up.received[0].at} ms)`)
 })
+
+t.test('an endless answer body neither fills the memory nor holds the queue', async (t) => {
+  // The body was read whole: an upstream streaming without end grew the sidecar by ~250 MB a
+  // second until the request timed out, and then again on every retry.
+  const chunk = Buffer.alloc(1 << 20, 'x')
+  for (const status of [201, 503]) {
+    await t.test(`${status}`, async (t) => {
+      const up = await upstream(t, (res, body, n) => {
+        if (status !== 201 && n > 2) return ok(res, body)
+        res.writeHead(status, { 'content-type': 'application/json' })
+        const pump = () => {
+          while (!res.destroyed && res.write(chunk));
+          if (!res.destroyed) res.once('drain', pump)
+        }
+        pump()
+      })
+      const side = await startMeterd(t, { config: sidecarConfig(up.url, { timeout_ms: 5000, initial_backoff_ms: 20 }) })
+      const key = await side.key()
+      const rss = process.memoryUsage().rss
+      let peak = rss
+      const sample = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20)
+      t.teardown(() => clearInterval(sample))
+      const t0 = Date.now()
+      t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 201)
+      await drained(side.url)
+      t.ok(Date.now() - t0 < 2500, `delivered without waiting for the 5 s timeout (${Date.now() - t0} ms)`)
+      t.ok(peak - rss < 150e6, `the memory stays bounded (+${Math.round((peak - rss) / 1e6)} MB)`)
+    })
+  }
+})

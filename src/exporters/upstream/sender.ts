@@ -42,6 +42,13 @@ export class UpstreamSender {
 
   async send(kind: UsageKind, bodies: Record<string, unknown>[], signal: AbortSignal): Promise<SendOutcome> {
     const { agent, request } = await (this.client ??= import('undici').then(({ Agent, request }) => ({ agent: new Agent({ keepAliveTimeout: 30_000, connections: 4 }), request })))
+    // One controller per request, unhooked from the exporter's long-lived signal afterwards:
+    // AbortSignal.any([timeout, signal]) leaves a trace on `signal` per request that Node 20 never frees.
+    const ac = new AbortController()
+    const timer = setTimeout(() => ac.abort(new DOMException('timed out', 'TimeoutError')), this.opts.timeoutMs)
+    const stop = () => ac.abort(signal.reason)
+    if (signal.aborted) stop()
+    else signal.addEventListener('abort', stop, { once: true })
     try {
       const res = await request(new URL(PATHS[kind], this.opts.endpoint), {
         method: 'POST',
@@ -50,9 +57,10 @@ export class UpstreamSender {
         dispatcher: agent,
         headersTimeout: this.opts.timeoutMs,
         bodyTimeout: this.opts.timeoutMs,
-        signal: AbortSignal.any([AbortSignal.timeout(this.opts.timeoutMs), signal]),
+        signal: ac.signal,
       })
-      const text = await res.body.text().catch(() => '')
+      // A huge or endless body must not fill the memory: its status is what counts.
+      const text = await readCapped(res.body, MAX_BODY)
       const status = res.statusCode
       if (status >= 200 && status < 300) return { kind: 'acked', status }
       const error = errorOf(status, text)
@@ -60,7 +68,10 @@ export class UpstreamSender {
       return { kind: 'retry', status, error: error.message, afterMs: this.retryAfter(res.headers['retry-after']) }
     } catch (err) {
       const e = err as Error & { code?: string }
-      return { kind: 'retry', error: e.name === 'TimeoutError' ? 'timed out' : `${e.code ?? e.name}: ${e.message}` }
+      return { kind: 'retry', error: e.name === 'TimeoutError' || ac.signal.reason?.name === 'TimeoutError' ? 'timed out' : `${e.code ?? e.name}: ${e.message}` }
+    } finally {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', stop)
     }
   }
 
@@ -78,13 +89,33 @@ export class UpstreamSender {
   }
 }
 
+/** Bytes of an answer read at most (a batch's 2xx lists an id per record); the rest is not read. */
+const MAX_BODY = 1024 * 1024
+
+/** Up to `limit` bytes of a body as text; the rest is discarded unread (the connection is closed). */
+async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {
+  const chunks: Buffer[] = []
+  let size = 0
+  try {
+    for await (const chunk of body) {
+      chunks.push(chunk as Buffer)
+      size += (chunk as Buffer).length
+      if (size > limit) break // leaving the loop destroys the body
+    }
+  } catch {
+    // A body cut short (reset, timeout): the status is what counts.
+  }
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8')
+}
+
 /** The upstream's error message, and the batch index its `param` names (`[3].model` → 3). */
 function errorOf(status: number, text: string): { message: string; index?: number } {
   try {
     const e = JSON.parse(text)?.error
     if (e && typeof e === 'object') {
       const m = typeof e.param === 'string' ? /^\[(\d+)\]/.exec(e.param) : null
-      return { message: `HTTP ${status} ${e.code ?? ''}: ${e.message ?? ''}`.trim(), index: m ? Number(m[1]) : undefined }
+      // Capped: it is logged and kept with a dead letter, and the upstream chooses its length.
+      return { message: `HTTP ${status} ${e.code ?? ''}: ${e.message ?? ''}`.trim().slice(0, 500), index: m ? Number(m[1]) : undefined }
     }
   } catch {}
   return { message: `HTTP ${status}` }

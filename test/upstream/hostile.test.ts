@@ -2,6 +2,7 @@
 // (nothing lost, nothing hammered, memory bounded, bad config refused at validate).
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
 import t from 'tap'
 import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
 import { completion } from '../fixtures/wire-examples.js'
@@ -168,4 +169,41 @@ t.test('an endless answer body neither fills the memory nor holds the queue', as
       t.ok(peak - rss < 150e6, `the memory stays bounded (+${Math.round((peak - rss) / 1e6)} MB)`)
     })
   }
+})
+
+t.test('an endpoint with a path: a proxy prefix is kept, an SDK-style /meter/v2 is not doubled', async (t) => {
+  // The path was replaced: a gateway behind `https://proxy/meterd` got /meter/v2/... on the proxy's root.
+  for (const [suffix, path] of [['/meterd/', '/meterd/meter/v2/ai/completions'], ['/meterd/meter/v2', '/meterd/meter/v2/ai/completions'], ['', '/meter/v2/ai/completions']]) {
+    await t.test(suffix || 'bare origin', async (t) => {
+      const up = await upstream(t, ok)
+      const side = await startMeterd(t, { config: sidecarConfig(up.url + suffix) })
+      const key = await side.key()
+      t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 201)
+      await drained(side.url)
+      t.same(up.received.map((r) => r.url), [path])
+    })
+  }
+})
+
+t.test('an upstream endpoint or delay the sender cannot use is refused by validate and run', async (t) => {
+  const dir = tempDir('meterd-upstream-')
+  t.teardown(() => removeDir(dir))
+  const cases: [string, Record<string, unknown>, string, RegExp][] = [
+    ['a port out of range', { endpoint: 'http://gateway:99999' }, 'endpoint', /is not a valid URL/],
+    ['an unclosed IPv6 address', { endpoint: 'http://[::1' }, 'endpoint', /is not a valid URL/],
+    ['credentials in the URL', { endpoint: 'https://user:secret@gateway' }, 'endpoint', /must not hold credentials/],
+    ['a query', { endpoint: 'https://gateway/?team=a' }, 'endpoint', /must not hold a query/],
+    // A Node timer longer than 2^31-1 ms fires at once: the sender would never wait.
+    ['a backoff no timer can wait', { max_backoff_ms: 3_000_000_000 }, 'max_backoff_ms', /less or equal to 2147483647/],
+    ['a timeout no timer can wait', { timeout_ms: 3_000_000_000 }, 'timeout_ms', /less or equal to 2147483647/],
+  ]
+  for (const [i, [what, over, path, message]] of cases.entries()) {
+    const cfg = writeConfig(dir, sidecarConfig('http://gateway:8080', over), `case-${i}.yaml`)
+    const v = await meterd(['validate', '--config', DEFAULT_CONFIG_PATH, '--config', cfg])
+    t.equal(v.code, 78, `validate: ${what} → exit 78`)
+    t.match(v.stderr, `  exporters.upstream.${path}: `, `names exporters.upstream.${path}`)
+    t.match(v.stderr, message, what)
+  }
+  const r = await meterd(['run', '--config', DEFAULT_CONFIG_PATH, '--config', writeConfig(dir, sidecarConfig('http://gateway:99999'), 'run.yaml')], { env: { METERD_DATA_DIR: join(dir, 'data') } })
+  t.equal(r.code, 78, 'run refuses it before listening')
 })

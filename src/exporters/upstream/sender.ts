@@ -26,6 +26,29 @@ export interface SenderOptions {
   maxRetryAfterMs: number
 }
 
+/**
+ * The endpoint without a trailing `/`, `/meter/v2`, `/meter` or `/v2` (the SDKs' base-URL forms,
+ * wire-contract §2.3), so the paths are appended to it: a gateway behind a proxy's path prefix
+ * keeps its prefix.
+ */
+export function baseOf(endpoint: string): string {
+  const u = new URL(endpoint)
+  return u.origin + u.pathname.replace(/\/+$/, '').replace(/(\/meter\/v2|\/meter|\/v2)$/, '')
+}
+
+/** Why `endpoint` cannot be the upstream's base URL, or undefined when it can. */
+export function endpointIssue(endpoint: string): string | undefined {
+  let u: URL
+  try {
+    u = new URL(endpoint)
+  } catch {
+    return `"${endpoint}" is not a valid URL`
+  }
+  if (u.username || u.password) return 'must not hold credentials (the key is api_key)'
+  if (u.search || u.hash) return 'must not hold a query or a fragment (the paths are appended to it)'
+  return undefined
+}
+
 /** Statuses that say the records themselves can never be accepted. */
 const REFUSED = new Set([400, 413, 415, 422])
 
@@ -38,7 +61,15 @@ const REFUSED = new Set([400, 413, 415, 422])
 export class UpstreamSender {
   private client?: Promise<{ agent: Dispatcher; request: typeof import('undici').request }>
 
-  constructor(private readonly opts: SenderOptions) {}
+  private readonly base: string
+
+  constructor(private readonly opts: SenderOptions) {
+    this.base = baseOf(opts.endpoint)
+  }
+
+  private url(kind: UsageKind): string {
+    return this.base + PATHS[kind]
+  }
 
   async send(kind: UsageKind, bodies: Record<string, unknown>[], signal: AbortSignal): Promise<SendOutcome> {
     const { agent, request } = await (this.client ??= import('undici').then(({ Agent, request }) => ({ agent: new Agent({ keepAliveTimeout: 30_000, connections: 4 }), request })))
@@ -50,7 +81,7 @@ export class UpstreamSender {
     if (signal.aborted) stop()
     else signal.addEventListener('abort', stop, { once: true })
     try {
-      const res = await request(new URL(PATHS[kind], this.opts.endpoint), {
+      const res = await request(this.url(kind), {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-api-key': this.opts.apiKey, 'user-agent': 'meterd-upstream/1' },
         body: JSON.stringify(bodies.length === 1 ? bodies[0] : bodies),

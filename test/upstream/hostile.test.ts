@@ -207,3 +207,32 @@ t.test('an upstream endpoint or delay the sender cannot use is refused by valida
   const r = await meterd(['run', '--config', DEFAULT_CONFIG_PATH, '--config', writeConfig(dir, sidecarConfig('http://gateway:99999'), 'run.yaml')], { env: { METERD_DATA_DIR: join(dir, 'data') } })
   t.equal(r.code, 78, 'run refuses it before listening')
 })
+
+t.test('the sender outlives a failed queue update (a full disk) and delivers the records later', async (t) => {
+  // A rejected settle ended the sender's loop for good (an unhandled rejection): nothing was
+  // forwarded again until a restart, while the queue filled up to 503s.
+  const up = await upstream(t, ok)
+  const side = await startMeterd(t, { config: sidecarConfig(up.url, { initial_backoff_ms: 50 }) })
+  const key = await side.key()
+  const root = side.service.store.root as unknown as { transaction: (...a: unknown[]) => Promise<unknown> }
+  const transaction = root.transaction
+  let failed = 0
+  // The first write transaction after the upstream's answer (the sender's settle) fails to commit, as on a full disk.
+  root.transaction = function (this: unknown, ...a: unknown[]) {
+    if (up.received.length > 0 && failed === 0) {
+      failed++
+      root.transaction = transaction
+      return Promise.reject(Object.assign(new Error('MDB_MAP_FULL: Environment mapsize limit reached'), { code: -30792 }))
+    }
+    return transaction.apply(this, a)
+  }
+  t.teardown(() => void (root.transaction = transaction))
+  const body = completion()
+  t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body })).status, 201)
+  await drained(side.url)
+  t.equal(failed, 1, 'the settle failed once')
+  t.ok(up.received.length >= 2, 'the record was sent again after the failed update')
+  t.ok(up.received.every((r) => r.body.transactionId === body.transactionId), 'under its transactionId, which the upstream dedups on')
+  const warned = side.logs.map((l) => JSON.parse(l)).find((l) => l.msg === 'upstream send failed; retrying')
+  t.match(warned, { error: /local queue could not be updated/ }, 'the failure is logged')
+})

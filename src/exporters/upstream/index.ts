@@ -125,44 +125,56 @@ export class UpstreamExporter implements ConsumingComponent {
   private async run(): Promise<void> {
     const queue = this.queue!
     while (!this.stopped) {
-      const oldest = queue.oldest(this.config.batch_size)
-      if (oldest.length === 0) {
-        await this.nap.sleep(1000)
-        continue
+      let retry: SendOutcome | undefined
+      try {
+        retry = await this.step(queue)
+      } catch (err) {
+        // The queue could not be updated (a full disk): the records stay queued, and are sent
+        // again later (the upstream's dedup stores them once). The loop must outlive it.
+        if (this.stopped) break
+        retry = { kind: 'retry', error: `the local queue could not be updated: ${(err as Error).message}` }
       }
-      // One kind per request: the oldest record's, and every record of that kind among the oldest.
-      const kind = oldest[0].value.kind
-      const group = oldest.filter((e) => e.value.kind === kind)
-      const out = await this.sender.send(kind, group.map((e) => e.value.body), this.abort.signal)
-      if (this.stopped) break
-      if (out.kind === 'acked') {
-        await queue.settle(group.map((e) => e.id))
-        this.sent.inc({ exporter: this.settings.id }, group.length)
-        // The warnings said it was failing: say when it stopped, so an operator need not guess.
-        if (this.failures > 0) this.settings.logger.info({ failedSends: this.failures, queued: queue.depth }, 'upstream reachable again; sending the queue')
-        this.failures = 0
-        continue
-      }
-      let retry: SendOutcome | undefined = out
-      if (out.kind === 'refused') {
-        this.errors.inc({ exporter: this.settings.id, reason: 'refused' })
-        if (out.index !== undefined && group[out.index]) {
-          const bad = group[out.index]
-          this.deadLetter(bad.id, out)
-          await queue.settle([], [{ id: bad.id, status: out.status, error: out.error, at: this.host!.now() }])
-          continue
-        }
-        // A batch refused without naming the record: send its records one by one to find it.
-        retry = await this.sendEach(group)
-        if (!retry) continue
-      }
-      if (retry.kind !== 'retry') continue
+      if (this.stopped || retry?.kind !== 'retry') continue
       this.errors.inc({ exporter: this.settings.id, reason: 'retry' })
       const delay = this.backoff(retry.afterMs)
       if (this.failures === 1 || this.failures % 10 === 0)
         this.settings.logger.warn({ status: retry.status, error: retry.error, queued: queue.depth, retryInMs: delay }, 'upstream send failed; retrying')
       await this.nap.sleep(delay)
     }
+  }
+
+  /** One request (or one pass of single records); the outcome to back off on, if any. */
+  private async step(queue: UpstreamQueue): Promise<SendOutcome | undefined> {
+    const oldest = queue.oldest(this.config.batch_size)
+    if (oldest.length === 0) {
+      await this.nap.sleep(1000)
+      return undefined
+    }
+    // One kind per request: the oldest record's, and every record of that kind among the oldest.
+    const kind = oldest[0].value.kind
+    const group = oldest.filter((e) => e.value.kind === kind)
+    const out = await this.sender.send(kind, group.map((e) => e.value.body), this.abort.signal)
+    if (this.stopped) return undefined
+    if (out.kind === 'acked') {
+      await queue.settle(group.map((e) => e.id))
+      this.sent.inc({ exporter: this.settings.id }, group.length)
+      // The warnings said it was failing: say when it stopped, so an operator need not guess.
+      if (this.failures > 0) this.settings.logger.info({ failedSends: this.failures, queued: queue.depth }, 'upstream reachable again; sending the queue')
+      this.failures = 0
+      return undefined
+    }
+    if (out.kind === 'refused') {
+      this.errors.inc({ exporter: this.settings.id, reason: 'refused' })
+      if (out.index !== undefined && group[out.index]) {
+        const bad = group[out.index]
+        this.deadLetter(bad.id, out)
+        await queue.settle([], [{ id: bad.id, status: out.status, error: out.error, at: this.host!.now() }])
+        return undefined
+      }
+      // A batch refused without naming the record: send its records one by one to find it.
+      return this.sendEach(group)
+    }
+    return out
   }
 
   private deadLetter(id: string, out: { status: number; error: string }): void {

@@ -236,3 +236,20 @@ t.test('the sender outlives a failed queue update (a full disk) and delivers the
   const warned = side.logs.map((l) => JSON.parse(l)).find((l) => l.msg === 'upstream send failed; retrying')
   t.match(warned, { error: /local queue could not be updated/ }, 'the failure is logged')
 })
+
+t.test('a request of more records than max_queue_records is taken by an empty queue, not refused for ever', async (t) => {
+  // It was answered 503 + Retry-After however empty the queue: the client's retries could never succeed.
+  let up = false
+  const server = await upstream(t, (res, body) => (up ? ok(res, body) : res.writeHead(503).end('{}')))
+  const side = await startMeterd(t, { config: sidecarConfig(server.url, { max_queue_records: 2, initial_backoff_ms: 20, max_backoff_ms: 100 }) })
+  const key = await side.key()
+  const big = [completion(), completion(), completion()]
+  t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: big })).status, 201, 'the empty queue takes it')
+  const next = await call(`${side.url}/meter/v2/ai/completions`, { key, body: completion() })
+  t.equal(next.status, 503, 'then the queue is full')
+  t.ok(Number(next.headers.get('retry-after')) >= 1)
+  up = true
+  await drained(side.url)
+  const got = server.received.filter((r) => Array.isArray(r.body)).flatMap((r) => r.body.map((b: any) => b.transactionId))
+  t.same([...new Set(got)].sort(), big.map((b) => b.transactionId).sort(), 'and forwards it')
+})

@@ -16,7 +16,7 @@ const schema = Type.Object(
   {
     endpoint: Type.String({ pattern: '^https?://[^\\s]+$', description: 'Base URL of the upstream meterd (or the vendor API), e.g. https://meterd-gateway:8080; the metering paths are appended to its path (a trailing /meter/v2 is dropped first)', examples: ['https://meterd-gateway:8080'] }),
     api_key: Type.String({ minLength: 1, description: 'The key the upstream authenticates these records with, e.g. ${env:METERD_UPSTREAM_API_KEY}', examples: ['${env:METERD_UPSTREAM_API_KEY}'] }),
-    max_queue_records: Type.Integer({ default: 1_000_000, minimum: 1, description: 'Records the local queue holds at most; when full, requests are answered 503 with Retry-After' }),
+    max_queue_records: Type.Integer({ default: 1_000_000, minimum: 1, description: 'Records the local queue holds at most; when full, requests are answered 503 with Retry-After (an empty queue takes any request, so it may exceed this by one request)' }),
     batch_size: Type.Integer({ default: 500, minimum: 1, maximum: 1000, description: 'Records per upstream request (the upstream accepts at most its max_batch_items)' }),
     timeout_ms: Type.Integer({ default: 10_000, minimum: 100, maximum: MAX_MS, description: 'Per-request timeout' }),
     initial_backoff_ms: Type.Integer({ default: 500, minimum: 1, maximum: MAX_MS, description: 'First delay after a failed send; doubles per consecutive failure' }),
@@ -89,7 +89,8 @@ export class UpstreamExporter implements ConsumingComponent {
 
   private async consume(batch: Batch<UsageRecord>): Promise<void> {
     const queue = this.queue!
-    if (queue.depth + batch.items.length > this.config.max_queue_records) {
+    // An empty queue takes any request: one larger than the bound would otherwise be refused for ever.
+    if (queue.depth > 0 && queue.depth + batch.items.length > this.config.max_queue_records) {
       this.settings.metrics.refused(batch.items.length)
       if (!this.refusing) this.settings.logger.warn({ queued: queue.depth, max: this.config.max_queue_records }, 'upstream queue full: requests are answered 503 until it drains')
       this.refusing = true

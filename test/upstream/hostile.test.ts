@@ -253,3 +253,13 @@ t.test('a request of more records than max_queue_records is taken by an empty qu
   const got = server.received.filter((r) => Array.isArray(r.body)).flatMap((r) => r.body.map((b: any) => b.transactionId))
   t.same([...new Set(got)].sort(), big.map((b) => b.transactionId).sort(), 'and forwards it')
 })
+
+t.test('a redirect is not followed but said where to: the records wait for the endpoint to be fixed', async (t) => {
+  const up = await upstream(t, (res) => res.writeHead(308, { location: 'https://gateway.example/meter/v2/ai/completions' }).end())
+  const side = await startMeterd(t, { config: sidecarConfig(up.url, { initial_backoff_ms: 20 }) })
+  const key = await side.key()
+  t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: completion() })).status, 201)
+  const warned = await until('the warning', async () => side.logs.map((l) => JSON.parse(l)).find((l) => l.msg === 'upstream send failed; retrying'))
+  t.match(warned, { status: 308, error: /redirect to https:\/\/gateway\.example\/meter\/v2\/ai\/completions, not followed/ })
+  t.match(await metrics(side.url), /meterd_upstream_queue_records\{exporter="upstream"\} 1\n/, 'the record stays queued')
+})

@@ -95,6 +95,9 @@ export class UpstreamSender {
       const status = res.statusCode
       if (status >= 200 && status < 300) return { kind: 'acked', status }
       const error = errorOf(status, text)
+      // Redirects are not followed (the key would go wherever they point): say where, so the endpoint can be fixed.
+      const location = status >= 300 && status < 400 ? res.headers.location : undefined
+      if (typeof location === 'string') error.message += ` (a redirect to ${location.slice(0, 200)}, not followed: set the endpoint to it)`
       if (REFUSED.has(status)) return { kind: 'refused', status, error: error.message, index: bodies.length > 1 ? error.index : 0 }
       return { kind: 'retry', status, error: error.message, afterMs: this.retryAfter(res.headers['retry-after']) }
     } catch (err) {

@@ -89,6 +89,22 @@ export class RecordQueue<T extends QueuedEntry> {
   }
 }
 
+/**
+ * The queues of `prefix` (`{prefix}-queue:{name}`) in the data directory that hold entries but
+ * belong to none of `names`: an exporter renamed or removed from the config left them, and
+ * nothing sends them.
+ */
+export function leftBehindQueues(store: Store, prefix: string, names: ReadonlySet<string>): { name: string; entries: number }[] {
+  const start = `${prefix}-queue:`
+  const out: { name: string; entries: number }[] = []
+  for (const key of store.root.getKeys({ start, end: `${prefix}-queue;` })) {
+    if (typeof key !== 'string' || !key.startsWith(start) || names.has(key.slice(start.length))) continue
+    const entries = store.db(key).getCount()
+    if (entries > 0) out.push({ name: key.slice(start.length), entries })
+  }
+  return out
+}
+
 /** Exponential backoff with jitter, reset by a success; a destination's Retry-After wins when given. */
 export class Backoff {
   failures = 0

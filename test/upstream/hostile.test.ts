@@ -263,3 +263,28 @@ t.test('a redirect is not followed but said where to: the records wait for the e
   t.match(warned, { status: 308, error: /redirect to https:\/\/gateway\.example\/meter\/v2\/ai\/completions, not followed/ })
   t.match(await metrics(side.url), /meterd_upstream_queue_records\{exporter="upstream"\} 1\n/, 'the record stays queued')
 })
+
+t.test('records left in the queue of an exporter renamed away are reported at start, and sent once it is back', async (t) => {
+  // Renaming `upstream` to `upstream/gw` stranded what `upstream` had acknowledged, without a word.
+  const dataDir = join(tempDir(), 'data')
+  const down = await upstream(t, (res) => res.writeHead(503).end('{}'))
+  const first = await startMeterd(t, { dataDir, config: sidecarConfig(down.url) })
+  const key = await first.key()
+  const body = completion()
+  t.equal((await call(`${first.url}/meter/v2/ai/completions`, { key, body })).status, 201)
+  await first.close()
+
+  const up = await upstream(t, ok)
+  const renamed = sidecarConfig(up.url, { initial_backoff_ms: 20 }) as any
+  renamed.exporters = { 'upstream/gw': renamed.exporters.upstream }
+  renamed.service.pipelines.usage = { ...USAGE, exporters: ['upstream/gw'] }
+  const second = await startMeterd(t, { dataDir, config: renamed })
+  const warned = second.logs.map((l) => JSON.parse(l)).find((l) => l.queue === 'upstream-queue:upstream')
+  t.match(warned, { level: 40, records: 1, msg: /exporter "upstream" is no longer configured/ }, 'the stranded record is reported')
+  await second.close()
+
+  const third = await startMeterd(t, { dataDir, config: sidecarConfig(up.url, { initial_backoff_ms: 20 }) })
+  await drained(third.url)
+  t.ok(up.received.some((r) => r.body.transactionId === body.transactionId), 'configured again, the exporter sends it')
+  t.notOk(third.logs.some((l) => l.includes('no longer configured')), 'and nothing is reported then')
+})

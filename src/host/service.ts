@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { Counter, Gauge, type Registry } from 'prom-client'
 import { storeGauges } from '../store/metrics.js'
+import { leftBehindQueues } from '../store/record-queue.js'
 import { Admission } from '../transport/admission/index.js'
 import { bodyBudget } from '../transport/http/body.js'
 import { HttpServer } from '../transport/http/server.js'
@@ -141,6 +142,7 @@ export class Service implements Host {
       await entry.component.start(this)
       this.started.push(entry)
     }
+    this.warnLeftBehindQueues()
     const addr = await this.http.listen(this.server.endpoint).catch((err) => {
       throw listenFailure(err, this.server.endpoint, 'server.endpoint')
     })
@@ -148,6 +150,22 @@ export class Service implements Host {
     if (!this.store.health.writable) this.logUnwritable(this.store.health.reason)
     this.logger.info({ address: `${addr.address}:${addr.port}`, pipelines: this.graph.pipelines }, 'meterd is ready')
     return addr
+  }
+
+  /**
+   * Records a forwarding exporter acknowledged stay in its queue, named by its id: when the id is
+   * renamed or the exporter removed, nothing sends them. Say so at every start, so a 201 is not
+   * silently stranded.
+   */
+  private warnLeftBehindQueues(): void {
+    const ids = this.graph!.ordered.filter((e) => e.key.startsWith('exporter:')).map((e) => e.key.slice('exporter:'.length))
+    for (const type of ['upstream', 'clickhouse']) {
+      const names = new Set(ids.filter((id) => id.split('/')[0] === type).map((id) => id.replace('/', '_')))
+      for (const q of leftBehindQueues(this.store, type, names)) {
+        const id = q.name.replace('_', '/')
+        this.logger.warn({ queue: `${type}-queue:${q.name}`, records: q.entries }, `exporter "${id}" is no longer configured but its queue holds records it acknowledged; they are not sent until an exporter "${id}" is configured again`)
+      }
+    }
   }
 
   private logUnwritable(reason: string | undefined): void {

@@ -40,9 +40,18 @@ export class RecordQueue<T extends QueuedEntry> {
     return this.dead.getCount()
   }
 
-  /** Inside the request's write transaction. */
-  putInTransaction(items: { id: string; value: T }[]): void {
-    for (const { id, value } of items) this.entries.put(id, value)
+  /**
+   * Inside the request's write transaction; returns how many entries are new, for `added`. A
+   * record routed to two pipelines that feed the same exporter is put twice under one id: counting
+   * it twice would make the queue look fuller than it is, until it refused every request.
+   */
+  putInTransaction(items: { id: string; value: T }[]): number {
+    let fresh = 0
+    for (const { id, value } of items) {
+      if (!this.entries.doesExist(id)) fresh++
+      this.entries.put(id, value)
+    }
+    return fresh
   }
 
   /** After that transaction is durable. */
@@ -78,6 +87,22 @@ export class RecordQueue<T extends QueuedEntry> {
     )
     this.count -= removed
   }
+}
+
+/**
+ * The queues of `prefix` (`{prefix}-queue:{name}`) in the data directory that hold entries but
+ * belong to none of `names`: an exporter renamed or removed from the config left them, and
+ * nothing sends them.
+ */
+export function leftBehindQueues(store: Store, prefix: string, names: ReadonlySet<string>): { name: string; entries: number }[] {
+  const start = `${prefix}-queue:`
+  const out: { name: string; entries: number }[] = []
+  for (const key of store.root.getKeys({ start, end: `${prefix}-queue;` })) {
+    if (typeof key !== 'string' || !key.startsWith(start) || names.has(key.slice(start.length))) continue
+    const entries = store.db(key).getCount()
+    if (entries > 0) out.push({ name: key.slice(start.length), entries })
+  }
+  return out
 }
 
 /** Exponential backoff with jitter, reset by a success; a destination's Retry-After wins when given. */

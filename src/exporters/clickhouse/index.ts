@@ -157,8 +157,7 @@ export class ClickHouseExporter implements ConsumingComponent {
           this.settings.logger.error({ err, id: r.id }, 'clickhouse: a record could not be made into a row; it is not queued')
         }
       }
-      queue.putInTransaction(rows)
-      n = rows.length
+      n = queue.putInTransaction(rows)
     })
     try {
       await batch.ctx.unit!.commit()

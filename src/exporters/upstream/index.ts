@@ -7,17 +7,20 @@ import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError, ThrottledError } from '../../core/errors.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import { UpstreamQueue, type Queued } from './queue.js'
-import { UpstreamSender } from './sender.js'
+import { UpstreamSender, endpointIssue, type SendOutcome } from './sender.js'
+
+/** The longest delay a Node timer can wait (a longer one fires at once). */
+const MAX_MS = 2_147_483_647
 
 const schema = Type.Object(
   {
-    endpoint: Type.String({ pattern: '^https?://[^\\s]+$', description: 'Base URL of the upstream meterd (or the vendor API), e.g. https://meterd-gateway:8080', examples: ['https://meterd-gateway:8080'] }),
+    endpoint: Type.String({ pattern: '^https?://[^\\s]+$', description: 'Base URL of the upstream meterd (or the vendor API), e.g. https://meterd-gateway:8080; the metering paths are appended to its path (a trailing /meter/v2 is dropped first)', examples: ['https://meterd-gateway:8080'] }),
     api_key: Type.String({ minLength: 1, description: 'The key the upstream authenticates these records with, e.g. ${env:METERD_UPSTREAM_API_KEY}', examples: ['${env:METERD_UPSTREAM_API_KEY}'] }),
-    max_queue_records: Type.Integer({ default: 1_000_000, minimum: 1, description: 'Records the local queue holds at most; when full, requests are answered 503 with Retry-After' }),
+    max_queue_records: Type.Integer({ default: 1_000_000, minimum: 1, description: 'Records the local queue holds at most; when full, requests are answered 503 with Retry-After (an empty queue takes any request, so it may exceed this by one request)' }),
     batch_size: Type.Integer({ default: 500, minimum: 1, maximum: 1000, description: 'Records per upstream request (the upstream accepts at most its max_batch_items)' }),
-    timeout_ms: Type.Integer({ default: 10_000, minimum: 100, description: 'Per-request timeout' }),
-    initial_backoff_ms: Type.Integer({ default: 500, minimum: 1, description: 'First delay after a failed send; doubles per consecutive failure' }),
-    max_backoff_ms: Type.Integer({ default: 60_000, minimum: 1, description: 'Longest delay between retries (also caps an upstream Retry-After)' }),
+    timeout_ms: Type.Integer({ default: 10_000, minimum: 100, maximum: MAX_MS, description: 'Per-request timeout' }),
+    initial_backoff_ms: Type.Integer({ default: 500, minimum: 1, maximum: MAX_MS, description: 'First delay after a failed send; doubles per consecutive failure' }),
+    max_backoff_ms: Type.Integer({ default: 60_000, minimum: 1, maximum: MAX_MS, description: 'Longest delay between retries (also caps an upstream Retry-After)' }),
     jitter: Type.Number({ default: 0.2, minimum: 0, maximum: 1, description: 'Each delay is stretched by up to this fraction, at random' }),
   },
   { additionalProperties: false },
@@ -86,7 +89,8 @@ export class UpstreamExporter implements ConsumingComponent {
 
   private async consume(batch: Batch<UsageRecord>): Promise<void> {
     const queue = this.queue!
-    if (queue.depth + batch.items.length > this.config.max_queue_records) {
+    // An empty queue takes any request: one larger than the bound would otherwise be refused for ever.
+    if (queue.depth > 0 && queue.depth + batch.items.length > this.config.max_queue_records) {
       this.settings.metrics.refused(batch.items.length)
       if (!this.refusing) this.settings.logger.warn({ queued: queue.depth, max: this.config.max_queue_records }, 'upstream queue full: requests are answered 503 until it drains')
       this.refusing = true
@@ -100,7 +104,8 @@ export class UpstreamExporter implements ConsumingComponent {
     const now = this.host!.now()
     const items = batch.items.map((r) => ({ id: r.id, value: queued(r, now) }))
     const unit = unitOf(batch, this.host!.store)
-    unit.add(() => queue.putInTransaction(items))
+    let fresh = 0
+    unit.add(() => (fresh = queue.putInTransaction(items)))
     try {
       await unit.commit()
     } catch (err) {
@@ -108,7 +113,7 @@ export class UpstreamExporter implements ConsumingComponent {
       this.settings.metrics.failed(items.length)
       throw new RetryableError(`upstream queue write failed: ${(err as Error).message}`, err)
     }
-    queue.added(items.length)
+    queue.added(fresh)
     this.settings.metrics.accepted(items.length)
     if (this.refusing) {
       this.refusing = false
@@ -121,60 +126,89 @@ export class UpstreamExporter implements ConsumingComponent {
   private async run(): Promise<void> {
     const queue = this.queue!
     while (!this.stopped) {
-      const oldest = queue.oldest(this.config.batch_size)
-      if (oldest.length === 0) {
-        await this.nap.sleep(1000)
-        continue
+      let retry: SendOutcome | undefined
+      try {
+        retry = await this.step(queue)
+      } catch (err) {
+        // The queue could not be updated (a full disk): the records stay queued, and are sent
+        // again later (the upstream's dedup stores them once). The loop must outlive it.
+        if (this.stopped) break
+        retry = { kind: 'retry', error: `the local queue could not be updated: ${(err as Error).message}` }
       }
-      // One kind per request: the oldest record's, and every record of that kind among the oldest.
-      const kind = oldest[0].value.kind
-      const group = oldest.filter((e) => e.value.kind === kind)
-      const out = await this.sender.send(kind, group.map((e) => e.value.body), this.abort.signal)
-      if (this.stopped) break
-      if (out.kind === 'acked') {
-        await queue.settle(group.map((e) => e.id))
-        this.sent.inc({ exporter: this.settings.id }, group.length)
-        // The warnings said it was failing: say when it stopped, so an operator need not guess.
-        if (this.failures > 0) this.settings.logger.info({ failedSends: this.failures, queued: queue.depth }, 'upstream reachable again; sending the queue')
-        this.failures = 0
-        continue
-      }
-      if (out.kind === 'refused') {
-        this.errors.inc({ exporter: this.settings.id, reason: 'refused' })
-        if (out.index !== undefined && group[out.index]) {
-          const bad = group[out.index]
-          this.settings.logger.error({ recordId: bad.id, status: out.status, error: out.error }, 'the upstream refused a record for good; it is kept in the dead letters')
-          await queue.settle([], [{ id: bad.id, status: out.status, error: out.error, at: this.host!.now() }])
-        } else {
-          // A batch refused without naming the record: send its records one by one to find it.
-          await this.sendEach(group)
-        }
-        continue
-      }
+      if (this.stopped || retry?.kind !== 'retry') continue
       this.errors.inc({ exporter: this.settings.id, reason: 'retry' })
-      const delay = this.backoff(out.afterMs)
+      const delay = this.backoff(retry.afterMs)
       if (this.failures === 1 || this.failures % 10 === 0)
-        this.settings.logger.warn({ status: out.status, error: out.error, queued: queue.depth, retryInMs: delay }, 'upstream send failed; retrying')
+        this.settings.logger.warn({ status: retry.status, error: retry.error, queued: queue.depth, retryInMs: delay }, 'upstream send failed; retrying')
       await this.nap.sleep(delay)
     }
   }
 
-  private async sendEach(group: { id: string; value: Queued }[]): Promise<void> {
-    for (const e of group) {
-      if (this.stopped) return
-      const out = await this.sender.send(e.value.kind, [e.value.body], this.abort.signal)
-      if (out.kind === 'acked') await this.queue!.settle([e.id])
-      else if (out.kind === 'refused') await this.queue!.settle([], [{ id: e.id, status: out.status, error: out.error, at: this.host!.now() }])
-      else return // the upstream is unavailable: the main loop backs off
+  /** One request (or one pass of single records); the outcome to back off on, if any. */
+  private async step(queue: UpstreamQueue): Promise<SendOutcome | undefined> {
+    const oldest = queue.oldest(this.config.batch_size)
+    if (oldest.length === 0) {
+      await this.nap.sleep(1000)
+      return undefined
     }
+    // One kind per request: the oldest record's, and every record of that kind among the oldest.
+    const kind = oldest[0].value.kind
+    const group = oldest.filter((e) => e.value.kind === kind)
+    const out = await this.sender.send(kind, group.map((e) => e.value.body), this.abort.signal)
+    if (this.stopped) return undefined
+    if (out.kind === 'acked') {
+      await queue.settle(group.map((e) => e.id))
+      this.sent.inc({ exporter: this.settings.id }, group.length)
+      // The warnings said it was failing: say when it stopped, so an operator need not guess.
+      if (this.failures > 0) this.settings.logger.info({ failedSends: this.failures, queued: queue.depth }, 'upstream reachable again; sending the queue')
+      this.failures = 0
+      return undefined
+    }
+    if (out.kind === 'refused') {
+      this.errors.inc({ exporter: this.settings.id, reason: 'refused' })
+      if (out.index !== undefined && group[out.index]) {
+        const bad = group[out.index]
+        this.deadLetter(bad.id, out)
+        await queue.settle([], [{ id: bad.id, status: out.status, error: out.error, at: this.host!.now() }])
+        return undefined
+      }
+      // A batch refused without naming the record: send its records one by one to find it.
+      return this.sendEach(group)
+    }
+    return out
   }
 
-  /** The next delay: the upstream's Retry-After when it sent one, else exponential with jitter. */
+  private deadLetter(id: string, out: { status: number; error: string }): void {
+    this.settings.logger.error({ recordId: id, status: out.status, error: out.error }, 'the upstream refused a record for good; it is kept in the dead letters')
+  }
+
+  /**
+   * Sends the records one by one, settling, counting and logging each as the batch would; returns
+   * the outcome that stopped it when the upstream became unavailable, for the loop to back off on.
+   */
+  private async sendEach(group: { id: string; value: Queued }[]): Promise<SendOutcome | undefined> {
+    for (const e of group) {
+      if (this.stopped) return undefined
+      const out = await this.sender.send(e.value.kind, [e.value.body], this.abort.signal)
+      if (this.stopped) return undefined
+      if (out.kind === 'acked') {
+        await this.queue!.settle([e.id])
+        this.sent.inc({ exporter: this.settings.id })
+      } else if (out.kind === 'refused') {
+        this.errors.inc({ exporter: this.settings.id, reason: 'refused' })
+        this.deadLetter(e.id, out)
+        await this.queue!.settle([], [{ id: e.id, status: out.status, error: out.error, at: this.host!.now() }])
+      } else return out
+    }
+    return undefined
+  }
+
+  /** The next delay: exponential with jitter, or the upstream's Retry-After when that is longer. */
   private backoff(retryAfterMs?: number): number {
     const n = this.failures++
-    if (retryAfterMs !== undefined) return retryAfterMs
     const base = Math.min(this.config.max_backoff_ms, this.config.initial_backoff_ms * 2 ** Math.min(n, 30))
-    return Math.round(base * (1 + this.config.jitter * Math.random()))
+    // Retry-After is the least wait, never a shorter one: `Retry-After: 0` must not become a hot loop.
+    return Math.max(retryAfterMs ?? 0, Math.round(base * (1 + this.config.jitter * Math.random())))
   }
 }
 
@@ -198,5 +232,9 @@ export const upstreamFactory: ExporterFactory<typeof schema> = {
   description: 'Forwards usage records to an upstream meterd or the vendor API through a persistent local queue (sidecar mode)',
   signals: ['usage'],
   schema,
+  check(config, ctx) {
+    const bad = endpointIssue(config.endpoint)
+    if (bad) ctx.issue('endpoint', bad)
+  },
   create: (settings, config) => new UpstreamExporter(settings, config),
 }

@@ -26,6 +26,29 @@ export interface SenderOptions {
   maxRetryAfterMs: number
 }
 
+/**
+ * The endpoint without a trailing `/`, `/meter/v2`, `/meter` or `/v2` (the SDKs' base-URL forms,
+ * wire-contract §2.3), so the paths are appended to it: a gateway behind a proxy's path prefix
+ * keeps its prefix.
+ */
+export function baseOf(endpoint: string): string {
+  const u = new URL(endpoint)
+  return u.origin + u.pathname.replace(/\/+$/, '').replace(/(\/meter\/v2|\/meter|\/v2)$/, '')
+}
+
+/** Why `endpoint` cannot be the upstream's base URL, or undefined when it can. */
+export function endpointIssue(endpoint: string): string | undefined {
+  let u: URL
+  try {
+    u = new URL(endpoint)
+  } catch {
+    return `"${endpoint}" is not a valid URL`
+  }
+  if (u.username || u.password) return 'must not hold credentials (the key is api_key)'
+  if (u.search || u.hash) return 'must not hold a query or a fragment (the paths are appended to it)'
+  return undefined
+}
+
 /** Statuses that say the records themselves can never be accepted. */
 const REFUSED = new Set([400, 413, 415, 422])
 
@@ -38,29 +61,51 @@ const REFUSED = new Set([400, 413, 415, 422])
 export class UpstreamSender {
   private client?: Promise<{ agent: Dispatcher; request: typeof import('undici').request }>
 
-  constructor(private readonly opts: SenderOptions) {}
+  private readonly base: string
+
+  constructor(private readonly opts: SenderOptions) {
+    this.base = baseOf(opts.endpoint)
+  }
+
+  private url(kind: UsageKind): string {
+    return this.base + PATHS[kind]
+  }
 
   async send(kind: UsageKind, bodies: Record<string, unknown>[], signal: AbortSignal): Promise<SendOutcome> {
     const { agent, request } = await (this.client ??= import('undici').then(({ Agent, request }) => ({ agent: new Agent({ keepAliveTimeout: 30_000, connections: 4 }), request })))
+    // One controller per request, unhooked from the exporter's long-lived signal afterwards:
+    // AbortSignal.any([timeout, signal]) leaves a trace on `signal` per request that Node 20 never frees.
+    const ac = new AbortController()
+    const timer = setTimeout(() => ac.abort(new DOMException('timed out', 'TimeoutError')), this.opts.timeoutMs)
+    const stop = () => ac.abort(signal.reason)
+    if (signal.aborted) stop()
+    else signal.addEventListener('abort', stop, { once: true })
     try {
-      const res = await request(new URL(PATHS[kind], this.opts.endpoint), {
+      const res = await request(this.url(kind), {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-api-key': this.opts.apiKey, 'user-agent': 'meterd-upstream/1' },
         body: JSON.stringify(bodies.length === 1 ? bodies[0] : bodies),
         dispatcher: agent,
         headersTimeout: this.opts.timeoutMs,
         bodyTimeout: this.opts.timeoutMs,
-        signal: AbortSignal.any([AbortSignal.timeout(this.opts.timeoutMs), signal]),
+        signal: ac.signal,
       })
-      const text = await res.body.text().catch(() => '')
+      // A huge or endless body must not fill the memory: its status is what counts.
+      const text = await readCapped(res.body, MAX_BODY)
       const status = res.statusCode
       if (status >= 200 && status < 300) return { kind: 'acked', status }
       const error = errorOf(status, text)
+      // Redirects are not followed (the key would go wherever they point): say where, so the endpoint can be fixed.
+      const location = status >= 300 && status < 400 ? res.headers.location : undefined
+      if (typeof location === 'string') error.message += ` (a redirect to ${location.slice(0, 200)}, not followed: set the endpoint to it)`
       if (REFUSED.has(status)) return { kind: 'refused', status, error: error.message, index: bodies.length > 1 ? error.index : 0 }
       return { kind: 'retry', status, error: error.message, afterMs: this.retryAfter(res.headers['retry-after']) }
     } catch (err) {
       const e = err as Error & { code?: string }
-      return { kind: 'retry', error: e.name === 'TimeoutError' ? 'timed out' : `${e.code ?? e.name}: ${e.message}` }
+      return { kind: 'retry', error: e.name === 'TimeoutError' || ac.signal.reason?.name === 'TimeoutError' ? 'timed out' : `${e.code ?? e.name}: ${e.message}` }
+    } finally {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', stop)
     }
   }
 
@@ -69,10 +114,32 @@ export class UpstreamSender {
   }
 
   private retryAfter(v: string | string[] | undefined): number | undefined {
-    const s = Array.isArray(v) ? v[0] : v
-    if (!s || !/^\d+$/.test(s.trim())) return undefined
-    return Math.min(Number(s.trim()) * 1000, this.opts.maxRetryAfterMs)
+    const s = (Array.isArray(v) ? v[0] : v)?.trim()
+    if (!s) return undefined
+    // Delay-seconds or an HTTP-date (RFC 9110 §10.2.3); anything else is ignored.
+    const ms = /^\d+$/.test(s) ? Number(s) * 1000 : /[a-z]/i.test(s) ? Date.parse(s) - Date.now() : NaN
+    if (Number.isNaN(ms)) return undefined
+    return Math.min(Math.max(0, ms), this.opts.maxRetryAfterMs)
   }
+}
+
+/** Bytes of an answer read at most (a batch's 2xx lists an id per record); the rest is not read. */
+const MAX_BODY = 1024 * 1024
+
+/** Up to `limit` bytes of a body as text; the rest is discarded unread (the connection is closed). */
+async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {
+  const chunks: Buffer[] = []
+  let size = 0
+  try {
+    for await (const chunk of body) {
+      chunks.push(chunk as Buffer)
+      size += (chunk as Buffer).length
+      if (size > limit) break // leaving the loop destroys the body
+    }
+  } catch {
+    // A body cut short (reset, timeout): the status is what counts.
+  }
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8')
 }
 
 /** The upstream's error message, and the batch index its `param` names (`[3].model` → 3). */
@@ -81,7 +148,8 @@ function errorOf(status: number, text: string): { message: string; index?: numbe
     const e = JSON.parse(text)?.error
     if (e && typeof e === 'object') {
       const m = typeof e.param === 'string' ? /^\[(\d+)\]/.exec(e.param) : null
-      return { message: `HTTP ${status} ${e.code ?? ''}: ${e.message ?? ''}`.trim(), index: m ? Number(m[1]) : undefined }
+      // Capped: it is logged and kept with a dead letter, and the upstream chooses its length.
+      return { message: `HTTP ${status} ${e.code ?? ''}: ${e.message ?? ''}`.trim().slice(0, 500), index: m ? Number(m[1]) : undefined }
     }
   } catch {}
   return { message: `HTTP ${status}` }

@@ -1,18 +1,8 @@
+import { StacklessError } from '../../core/errors.js'
 import type { AttributeValue, Attributes } from '../../model/otlp.js'
 
-/**
- * A problem with one span or log record: the connector rejects that item and keeps the rest.
- * Made without a stack trace (never read), as the decoder's ItemError: an export can hold tens
- * of thousands of bad items.
- */
-export class ItemRejected extends Error {
-  constructor(message: string) {
-    const limit = Error.stackTraceLimit
-    Error.stackTraceLimit = 0
-    super(message)
-    Error.stackTraceLimit = limit
-  }
-}
+/** A problem with one span or log record: the connector rejects that item and keeps the rest. */
+export class ItemRejected extends StacklessError {}
 
 const own = Object.prototype.hasOwnProperty
 

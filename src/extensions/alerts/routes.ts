@@ -63,8 +63,6 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
   const { host, store, evaluator } = d
   const base = `/${host.server.api_prefix}/v2/api/sources/ai/anomaly`
   const writes = new KeyedSerial()
-  /** Rules being created per team, not yet in the store. */
-  const creatingFor = new Map<string, number>()
   const route = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, scope: 'platform:read' | 'platform:write', handler: (ctx: RequestContext) => Promise<Reply> | Reply) =>
     host.http.route({ method, path: base + path, bucket: 'platform', scope, handler })
   const load = (ctx: RequestContext): AlertRule => {
@@ -105,23 +103,14 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     // A body may repeat the key's identity (`teamId` as a GET shows it), never name another team: 403.
     withoutOwnIdentity(body, ctx.principal!)
     const fields = parseRule(body)
-    // Creations still being written count too: a burst of POSTs would otherwise all pass the check.
-    const creating = creatingFor.get(team) ?? 0
     const tooMany = () => invalid('too_many_rules', `a team holds at most ${d.maxRulesPerTeam} alert rules (alerts.max_rules_per_team)`, undefined, 422)
-    if (store.forTeam(team).length + creating >= d.maxRulesPerTeam) throw tooMany()
-    creatingFor.set(team, creating + 1)
-    try {
-      await checkWebhooks(fields, team)
-      const now = iso()
-      const rule: AlertRule = { id: store.newId(), team, ...fields, createdAt: now, updatedAt: now }
-      // Counted again in the write transaction: exact across workers.
-      if (!(await store.put(rule, d.maxRulesPerTeam))) throw tooMany()
-      return { status: 201, body: ruleView(rule, INITIAL_STATE) }
-    } finally {
-      const left = (creatingFor.get(team) ?? 1) - 1
-      if (left > 0) creatingFor.set(team, left)
-      else creatingFor.delete(team)
-    }
+    // The early answer; the count that holds (a burst, several workers) is made in the write transaction.
+    if (store.forTeam(team).length >= d.maxRulesPerTeam) throw tooMany()
+    await checkWebhooks(fields, team)
+    const now = iso()
+    const rule: AlertRule = { id: store.newId(), team, ...fields, createdAt: now, updatedAt: now }
+    if (!(await store.put(rule, d.maxRulesPerTeam))) throw tooMany()
+    return { status: 201, body: ruleView(rule, INITIAL_STATE) }
   })
 
   route('GET', '/:id', 'platform:read', (ctx) => {

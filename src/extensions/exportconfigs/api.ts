@@ -192,8 +192,6 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
   }
   const iso = () => new Date(host.now()).toISOString()
   const writes = new KeyedSerial()
-  /** Configurations being created per team, not yet in the store. */
-  const creatingFor = new Map<string, number>()
 
   route('GET', '', 'platform:read', (ctx) => {
     const team = checkTeam(ctx)
@@ -232,18 +230,10 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
   route('POST', '', 'platform:write', async (ctx) => {
     const team = checkTeam(ctx)
     const f = parseFields(d, await configBody(ctx), true)
-    // Creations still being written count too: a burst of POSTs stops here before its destination
-    // checks. The count in the write transaction (store.create) is the exact one, across workers.
-    const creating = creatingFor.get(team) ?? 0
-    if (store.forTeam(team).length + creating >= d.maxConfigurationsPerTeam) throw tooMany()
-    creatingFor.set(team, creating + 1)
-    try {
-      return await create(team, f)
-    } finally {
-      const left = (creatingFor.get(team) ?? 1) - 1
-      if (left > 0) creatingFor.set(team, left)
-      else creatingFor.delete(team)
-    }
+    // The early answer, before the destination's name is resolved; the count that holds (a burst,
+    // several workers) is made in the write transaction (store.create).
+    if (store.forTeam(team).length >= d.maxConfigurationsPerTeam) throw tooMany()
+    return create(team, f)
   })
 
   route('GET', '/:id', 'platform:read', (ctx) => ({ status: 200, body: view(d, load(ctx)) }))

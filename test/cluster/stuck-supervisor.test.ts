@@ -120,7 +120,11 @@ t.test('a stopped supervisor: 503 rate_limiter_unavailable and a failing /health
   while (Date.now() % 1000 > 50) await sleep(5)
   const burst = await Promise.all(Array.from({ length: 40 }, (_, i) => post(d.url, completion({ transactionId: `after-${i}` }))))
   t.equal(new Set(burst.map((a) => a.headers['x-ratelimit-reset'])).size, 1, 'one window')
-  t.equal(burst.filter((a) => a.status === 201).length, 20, 'exactly the limit is admitted across both workers')
-  t.equal(burst.filter((a) => a.status === 429).length, 20, 'the rest is refused')
+  // A lease that takes longer than the bound (a machine loaded far past its cores) is given up on
+  // with a 503 while the supervisor has counted it: such a request is refused, never admitted twice.
+  const count = (status: number) => burst.filter((a) => a.status === status).length
+  const unavailable = burst.filter((a) => a.status === 503 && (a.body as { error?: { code?: string } })?.error?.code === 'rate_limiter_unavailable').length
+  t.equal(count(201) + unavailable, 20, `exactly the limit is admitted across both workers (${count(201)} admitted, ${unavailable} given up on after the bound)`)
+  t.equal(count(429), 20, 'the rest is refused')
   t.equal(await d.stop('SIGTERM'), 0, 'SIGTERM drains both workers and exits 0')
 })

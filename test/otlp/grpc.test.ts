@@ -14,6 +14,8 @@ import { decodeLogsProto, decodeTracesProto } from '../../src/transport/otlp/dec
 import { ExportLogsServiceResponse, ExportTraceServiceResponse, RetryInfo, RpcStatus, SERVICES } from '../../src/transport/otlp/proto.js'
 import { encodeLogs, encodeSpans, jsonSpans, protoOf, sdkLogs, sdkSpans } from '../helpers/otlp.js'
 import { rawGrpcExport } from '../helpers/grpc.js'
+import { bodyBudget } from '../../src/transport/http/body.js'
+import { gzipSync } from 'node:zlib'
 
 interface Seen {
   signal: OtlpSignal
@@ -262,3 +264,99 @@ t.test('shutdown lets a call in flight finish', async (t) => {
   const late = await rawGrpcExport(port, 'traces', new Uint8Array(0))
   t.equal(late.err?.code, status.UNAVAILABLE, 'new calls are refused once it stopped')
 })
+
+/** One Export call over a raw HTTP/2 stream: the message frame as given (flag byte included), the status as answered. */
+async function rawFrame(t: Test, port: number, frame: Buffer, headers: Record<string, string> = {}): Promise<{ status?: number; message?: string }> {
+  const session = connect(`http://127.0.0.1:${port}`)
+  session.on('error', () => {})
+  t.teardown(() => session.destroy())
+  const stream = session.request({ ':method': 'POST', ':path': `/${SERVICES.traces}/Export`, 'content-type': 'application/grpc', te: 'trailers', ...headers })
+  stream.on('error', () => {})
+  stream.on('data', () => {})
+  return new Promise((resolve) => {
+    let got: { status?: number; message?: string } = {}
+    // A status without a message comes in the headers (trailers-only), else in the trailers.
+    const read = (h: Record<string, unknown>) => {
+      if (h['grpc-status'] !== undefined) got = { status: Number(h['grpc-status']), message: decodeURIComponent(String(h['grpc-message'] ?? '')) }
+    }
+    stream.on('response', read)
+    stream.on('trailers', read)
+    stream.on('close', () => resolve(got))
+    stream.end(frame)
+  })
+}
+
+function grpcFrame(payload: Buffer, compressed: boolean): Buffer {
+  const prefix = Buffer.alloc(5)
+  prefix.writeUInt8(compressed ? 1 : 0, 0)
+  prefix.writeUInt32BE(payload.length, 1)
+  return Buffer.concat([prefix, payload])
+}
+
+t.test("a message flagged compressed whose gzip is corrupt is INVALID_ARGUMENT (the client's data), not INTERNAL", async (t) => {
+  const srv = await startServer(t)
+  const valid = protoOf('traces', jsonSpans([{ traceId: 'ab'.repeat(16), spanId: 'cd'.repeat(8), name: 'a span', startTimeUnixNano: '1' }]))
+  const gz = gzipSync(valid)
+  const cases: [string, Buffer][] = [
+    ['not gzip at all', Buffer.from('this is not gzip data')],
+    ['gzip cut short', gz.subarray(0, gz.length - 6)],
+    ['gzip with a flipped byte', Buffer.from(gz).fill(0xff, 12, 20)],
+  ]
+  for (const [name, body] of cases) {
+    const res = await rawFrame(t, srv.port, grpcFrame(body, true), { 'grpc-encoding': 'gzip' })
+    t.equal(res.status, status.INVALID_ARGUMENT, `${name}: INVALID_ARGUMENT`)
+    t.match(res.message, /bad_encoding: .*not valid data of its grpc-encoding/, `${name}: the message says why`)
+  }
+  const ok = await rawFrame(t, srv.port, grpcFrame(gz, true), { 'grpc-encoding': 'gzip' })
+  t.equal(ok.status, status.OK, 'the same message, validly gzipped, is accepted')
+  t.equal(srv.seen.length, 1, 'the handler saw only the valid one')
+  const fromGrpcJs = await rawGrpcExport(srv.port, 'traces', valid, { gzip: true })
+  t.notOk(fromGrpcJs.err, 'and so is a compressed export from the grpc-js client')
+})
+
+t.test('gRPC messages count against server.max_body_bytes_in_flight with HTTP bodies: past it UNAVAILABLE with RetryInfo', async (t) => {
+  const limit = bodyBudget.limit
+  bodyBudget.limit = 1024 * 1024
+  t.teardown(() => void (bodyBudget.limit = limit))
+  let gate: Promise<void> | undefined
+  const srv = await startServer(t, () => gate ?? Promise.resolve())
+  /** An export of `n` spans of about 100 KB each. */
+  const exportOf = (n: number) =>
+    protoOf('traces', jsonSpans(Array.from({ length: n }, (_, i) => ({ traceId: 'ab'.repeat(16), spanId: (i + 1).toString(16).padStart(16, '0'), startTimeUnixNano: '1', attributes: [{ key: 'p', value: { stringValue: 'x'.repeat(100_000) } }] }))))
+  const body = exportOf(4)
+  t.ok(body.length > 400_000 && body.length < 500_000, 'a message of about 400 KB')
+
+  // An HTTP body of 700 KB being received holds its bytes: the 400 KB message does not fit beside it.
+  t.ok(bodyBudget.take(700_000))
+  const refused = await rawGrpcExport(srv.port, 'traces', body)
+  t.equal(refused.err?.code, status.UNAVAILABLE, 'UNAVAILABLE: OTLP exporters retry it')
+  t.match(refused.err?.details, /overloaded: .*max_body_bytes_in_flight/)
+  const st = RpcStatus.decode(refused.err!.metadata.get('grpc-status-details-bin')[0] as Buffer) as any
+  t.equal(Number((RetryInfo.decode(st.details[0].value) as any).retryDelay.seconds), 1, 'with RetryInfo: retry in 1 s')
+  t.equal(srv.seen.length, 0, 'the handler never saw it')
+  bodyBudget.give(700_000)
+  t.notOk((await rawGrpcExport(srv.port, 'traces', body)).err, 'once the body is gone the same message goes through')
+
+  // A message being handled holds its bytes until it is answered.
+  let release!: () => void
+  gate = new Promise<void>((r) => (release = r))
+  const slow = rawGrpcExport(srv.port, 'traces', exportOf(7))
+  await until(() => srv.seen.length === 2)
+  t.notOk(bodyBudget.take(400_000), 'an HTTP body of 400 KB is refused while a 700 KB message is handled')
+  t.equal((await rawGrpcExport(srv.port, 'traces', body)).err?.code, status.UNAVAILABLE, 'and so is a second message')
+  release()
+  t.notOk((await slow).err, 'the held message is answered')
+  t.ok(bodyBudget.take(1024 * 1024), 'and gave its bytes back')
+  bodyBudget.give(1024 * 1024)
+
+  // One message alone always goes through, even above the bound: a bound below the largest
+  // message must not refuse it for good.
+  gate = undefined
+  const huge = exportOf(12)
+  t.ok(huge.length > 1024 * 1024, `a message of ${huge.length} bytes, above the bound`)
+  t.notOk((await rawGrpcExport(srv.port, 'traces', huge)).err, 'alone, it is accepted')
+})
+
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 10))
+}

@@ -1,9 +1,14 @@
 /**
- * server.max_body_bytes_in_flight: the bodies a process is receiving at once are bounded
- * together, so clients that send most of a body and stop cannot hold memory without limit.
+ * server.max_body_bytes_in_flight: the bodies a process is receiving at once (and the OTLP/gRPC
+ * messages it is handling) are bounded together, so clients that send most of a body and stop
+ * cannot hold memory without limit.
  */
 import { connect, type Socket } from 'node:net'
+import { Metadata, status } from '@grpc/grpc-js'
 import t from 'tap'
+import type { OtlpReceiver } from '../../src/receivers/otlp/index.js'
+import { rawGrpcExport } from '../helpers/grpc.js'
+import { jsonSpans, protoOf } from '../helpers/otlp.js'
 import { ADMIN_KEY, call, startMeterd } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
 
@@ -47,4 +52,25 @@ t.test('bodies received at once past server.max_body_bytes_in_flight are refused
   big.usageMetadata = { note: 'x'.repeat(900_000) }
   const res = await call(`${m.url}${C}`, { key: ADMIN_KEY, body: big })
   t.equal(res.status, 201, JSON.stringify(res.body).slice(0, 300))
+})
+
+t.test('an OTLP/gRPC export counts against the same budget: beside a stalled HTTP upload it is UNAVAILABLE, alone it is stored', async (t) => {
+  const m = await startMeterd(t, { config: { server: { max_body_bytes: 1048576, max_body_bytes_in_flight: 1048576 } } })
+  const grpcPort = m.service.component<OtlpReceiver>('receiver', 'otlp')!.ports.grpc!
+  const attribute = { key: 'payload', value: { stringValue: 'x'.repeat(400_000) } }
+  const body = protoOf('traces', jsonSpans([{ traceId: 'ab'.repeat(16), spanId: 'cd'.repeat(8), name: 'chat gpt-4o', startTimeUnixNano: '1', attributes: [attribute] }]))
+  const metadata = new Metadata()
+  metadata.set('x-api-key', ADMIN_KEY)
+
+  const stalled = stalledUpload(m.url, 1_000_000, 700_000)
+  await sleep(300)
+  const refused = await rawGrpcExport(grpcPort, 'traces', body, { metadata })
+  t.equal(refused.err?.code, status.UNAVAILABLE, 'UNAVAILABLE while the upload holds 700 KB of the 1 MiB')
+  t.match(refused.err?.details, /overloaded: .*max_body_bytes_in_flight/)
+  t.equal(stalled.answer(), '', 'the upload is still being received')
+
+  stalled.socket.destroy()
+  await sleep(200)
+  const accepted = await rawGrpcExport(grpcPort, 'traces', body, { metadata })
+  t.notOk(accepted.err, 'with the upload gone the same export is accepted')
 })

@@ -219,3 +219,82 @@ t.test('kill -9 of the sidecar while its batch is at the upstream: after restart
   t.ok([...got.values()].every((n) => n === 1), 'each exactly once, although a batch was sent twice')
   await second.stop()
 })
+
+t.test("an upstream whose max_batch_items is below batch_size: the sidecar sends smaller batches, each record stored once, and says so once", async (t) => {
+  const up = await startMeterd(t, { config: { receivers: { metering: { max_batch_items: 7 } } } })
+  const upKey = await up.key({ team: 'gateway-team', account: 'gw' })
+  // A real proxy in front of the gateway counts the records of each request and the answer to it.
+  const { createServer, request } = await import('node:http')
+  const requests: { records: number; status: number; body: string }[] = []
+  const proxy = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c) => chunks.push(c))
+    req.on('end', () => {
+      const body = Buffer.concat(chunks)
+      const parsed = JSON.parse(body.toString())
+      const out = request(new URL(req.url!, up.url), { method: req.method, headers: req.headers }, (r) => {
+        const answer: Buffer[] = []
+        r.on('data', (c) => answer.push(c))
+        r.on('end', () => {
+          requests.push({ records: Array.isArray(parsed) ? parsed.length : 1, status: r.statusCode!, body: Buffer.concat(answer).toString() })
+          res.writeHead(r.statusCode!, r.headers)
+          res.end(Buffer.concat(answer))
+        })
+      })
+      out.end(body)
+    })
+  })
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()))
+  t.teardown(() => new Promise<void>((r) => (proxy.closeAllConnections(), proxy.close(() => r()))))
+  const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+
+  const side = await startMeterd(t, { config: sidecarConfig(proxyUrl, upKey, { batch_size: 50 }) })
+  const key = await side.key()
+  // 200 records queued at once (the sidecar's own receiver takes up to 1000 per request).
+  const batch = Array.from({ length: 200 }, () => completion())
+  t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: batch })).status, 201)
+  const sent = batch.map((b) => b.transactionId as string)
+  await until('the queue to drain', async () => ((await call(`${side.url}/metrics`)).text.includes('meterd_upstream_queue_records{exporter="upstream"} 0') ? true : undefined))
+
+  const got = await stored(up.url, upKey)
+  t.equal(total(got), 200, 'all 200 records upstream')
+  t.same([...got.keys()].sort(), [...sent].sort(), 'each under its transactionId')
+  t.ok([...got.values()].every((n) => n === 1), 'each once')
+
+  const refused = requests.filter((r) => r.status === 413)
+  t.ok(refused.length >= 1, 'the gateway refused the first batch of 50')
+  t.match(JSON.parse(refused[0].body).error, { code: 'batch_too_large', max_batch_items: 7 }, 'saying its limit in a field')
+  const stored2xx = requests.filter((r) => r.status === 201)
+  t.equal(stored2xx.reduce((n, r) => n + r.records, 0), 200, 'the accepted requests carried the 200 records, none twice')
+  t.ok(stored2xx.every((r) => r.records <= 7), `every accepted request holds at most 7 records (${stored2xx.map((r) => r.records).join(',')})`)
+  t.equal(refused.length, 1, 'one refused request: the size is not probed again')
+  t.equal(requests.length, 1 + Math.ceil(200 / 7), 'and then 29 requests of 7, not 200 of one')
+
+  const metrics = (await call(`${side.url}/metrics`)).text
+  t.match(metrics, /meterd_upstream_batch_size\{exporter="upstream"\} 7\n/, 'the effective batch size is a metric')
+  t.match(metrics, /meterd_upstream_sent_records_total\{exporter="upstream"\} 200\n/)
+  t.match(metrics, /meterd_upstream_dead_letter_records\{exporter="upstream"\} 0\n/, 'nothing dead-lettered')
+  t.match(metrics, /meterd_upstream_send_errors_total\{exporter="upstream",reason="batch_too_large"\} 1\n/)
+  const warnings = side.logs.map((l) => JSON.parse(l)).filter((l) => l.batchSize !== undefined && l.newBatchSize !== undefined)
+  t.equal(warnings.length, 1, 'one warning')
+  t.match(warnings[0], { level: 40, batchSize: 50, newBatchSize: 7, upstreamMaxBatchItems: 7, msg: /raise the upstream's max_batch_items or set batch_size to 7/ })
+})
+
+t.test('an upstream that says batch_too_large without its limit: the batch size halves until the batches pass', async (t) => {
+  const up = await scripted(t, (body) => {
+    const list = Array.isArray(body) ? body : [body]
+    if (list.length > 5) return { status: 413, body: { error: { type: 'invalid_request_error', code: 'batch_too_large', message: 'too many' } } }
+    return { status: 201, body: list.map(() => ({ id: 'x' })) }
+  })
+  const side = await startMeterd(t, { config: sidecarConfig(up.url, 'hak_scripted_scriptedscriptedscripted', { batch_size: 20 }) })
+  const key = await side.key()
+  const batch = Array.from({ length: 20 }, () => completion())
+  t.equal((await call(`${side.url}/meter/v2/ai/completions`, { key, body: batch })).status, 201)
+  await until('the queue to drain', async () => ((await call(`${side.url}/metrics`)).text.includes('meterd_upstream_queue_records{exporter="upstream"} 0') ? true : undefined))
+  t.same(up.received.map((r) => (Array.isArray(r.body) ? r.body.length : 1)), [20, 10, 5, 5, 5, 5], '20 → 10 → 5 records per request')
+  const delivered = up.received.filter((r) => Array.isArray(r.body) && r.body.length <= 5).flatMap((r) => r.body.map((b: any) => b.transactionId))
+  t.same(delivered.sort(), batch.map((b) => b.transactionId).sort(), 'every record delivered once')
+  const metrics = (await call(`${side.url}/metrics`)).text
+  t.match(metrics, /meterd_upstream_batch_size\{exporter="upstream"\} 5\n/)
+  t.match(metrics, /meterd_upstream_dead_letter_records\{exporter="upstream"\} 0\n/)
+})

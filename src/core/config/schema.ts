@@ -60,7 +60,7 @@ export const ServerSchema = Type.Object(
       default: 268435456,
       minimum: 1048576,
       description:
-        'Bytes of request bodies being received at once by a process (a worker), every HTTP listener together: past it a request gets 503 overloaded with Retry-After (one body alone is always read). Bounds the memory that slow or stalled uploads hold',
+        'Bytes of request bodies being received at once by a process (a worker), every HTTP listener together, and of OTLP/gRPC messages being handled (their size after decompression): past it a request gets 503 overloaded with Retry-After, a gRPC call UNAVAILABLE with RetryInfo (one body or message alone is always taken). Bounds the memory that slow or stalled uploads hold',
     }),
     max_json_depth: Type.Integer({ default: 32, minimum: 4, maximum: 256, description: 'Deepest nesting accepted in a JSON body' }),
     shutdown_timeout_ms: Type.Integer({ default: 10000, minimum: 0, description: 'How long SIGTERM waits for in-flight requests and exporters to drain' }),

@@ -17,7 +17,12 @@ const schema = Type.Object(
     endpoint: Type.String({ pattern: '^https?://[^\\s]+$', description: 'Base URL of the upstream meterd (or the vendor API), e.g. https://meterd-gateway:8080; the metering paths are appended to its path (a trailing /meter/v2 is dropped first)', examples: ['https://meterd-gateway:8080'] }),
     api_key: Type.String({ minLength: 1, description: 'The key the upstream authenticates these records with, e.g. ${env:METERD_UPSTREAM_API_KEY}', examples: ['${env:METERD_UPSTREAM_API_KEY}'] }),
     max_queue_records: Type.Integer({ default: 1_000_000, minimum: 1, description: 'Records the local queue holds at most; when full, requests are answered 503 with Retry-After (an empty queue takes any request, so it may exceed this by one request)' }),
-    batch_size: Type.Integer({ default: 500, minimum: 1, maximum: 1000, description: 'Records per upstream request (the upstream accepts at most its max_batch_items)' }),
+    batch_size: Type.Integer({
+      default: 500,
+      minimum: 1,
+      maximum: 1000,
+      description: "Records per upstream request. An upstream whose max_batch_items is smaller answers 413 batch_too_large: the exporter then sends that many (or half as many, when the upstream does not say) until it restarts, and logs a warning",
+    }),
     timeout_ms: Type.Integer({ default: 10_000, minimum: 100, maximum: MAX_MS, description: 'Per-request timeout' }),
     initial_backoff_ms: Type.Integer({ default: 500, minimum: 1, maximum: MAX_MS, description: 'First delay after a failed send; doubles per consecutive failure' }),
     max_backoff_ms: Type.Integer({ default: 60_000, minimum: 1, maximum: MAX_MS, description: 'Longest delay between retries (also caps an upstream Retry-After)' }),
@@ -34,7 +39,8 @@ type Config = Static<typeof schema>
  * jitter and Retry-After until the upstream acknowledges. A record without a transactionId is sent
  * with the sidecar's record id as its transactionId, so the upstream's dedup turns at-least-once
  * delivery into stored once. Records the upstream refuses for good (400, 413, 415, 422) move to a
- * dead-letter table, counted and logged; nothing is dropped silently.
+ * dead-letter table, counted and logged; nothing is dropped silently. A batch the upstream finds
+ * too large (413 batch_too_large) refuses none of its records: later requests carry fewer.
  */
 export class UpstreamExporter implements ConsumingComponent {
   readonly consumers
@@ -47,6 +53,12 @@ export class UpstreamExporter implements ConsumingComponent {
   private readonly nap = new Nap(() => this.stopped || this.failures === 0)
   private readonly abort = new AbortController()
   private failures = 0
+  /**
+   * Records per request: batch_size, lowered for good (until a restart) when the upstream answers
+   * 413 batch_too_large. Not grown again: the upstream's limit is its config, which rarely changes,
+   * and probing it would cost a refused request each time.
+   */
+  private batchSize: number
   /** Whether the queue is refusing requests (full): its start and end are logged once each. */
   private refusing = false
   private readonly sent: Counter
@@ -54,12 +66,13 @@ export class UpstreamExporter implements ConsumingComponent {
 
   constructor(private readonly settings: CreateSettings, private readonly config: Config) {
     this.consumers = { usage: { consume: (b: Batch<UsageRecord>) => this.consume(b) } }
+    this.batchSize = config.batch_size
     this.sender = new UpstreamSender({ endpoint: config.endpoint, apiKey: config.api_key, timeoutMs: config.timeout_ms, maxRetryAfterMs: config.max_backoff_ms })
     const labels = ['exporter']
     const reg = settings.registry
     const counter = (name: string, help: string, names = labels) => (reg.getSingleMetric(name) as Counter) ?? new Counter({ name, help, labelNames: names, registers: [reg] })
     this.sent = counter('meterd_upstream_sent_records_total', 'Records the upstream acknowledged')
-    this.errors = counter('meterd_upstream_send_errors_total', 'Failed upstream requests, by reason (retry, refused)', ['exporter', 'reason'])
+    this.errors = counter('meterd_upstream_send_errors_total', 'Failed upstream requests, by reason (retry, refused, batch_too_large)', ['exporter', 'reason'])
   }
 
   async start(host: Host): Promise<void> {
@@ -72,9 +85,9 @@ export class UpstreamExporter implements ConsumingComponent {
   }
 
   /** What the queue gauges show for this exporter. */
-  stats(): { id: string; depth: number; oldestAgeSeconds: number; dead: number } {
+  stats(): { id: string; depth: number; oldestAgeSeconds: number; dead: number; batchSize: number } {
     const q = this.queue!
-    return { id: this.settings.id, depth: q.depth, oldestAgeSeconds: q.oldestAge(this.host!.now()) / 1000, dead: q.deadLetters }
+    return { id: this.settings.id, depth: q.depth, oldestAgeSeconds: q.oldestAge(this.host!.now()) / 1000, dead: q.deadLetters, batchSize: this.batchSize }
   }
 
   async shutdown(): Promise<void> {
@@ -146,7 +159,7 @@ export class UpstreamExporter implements ConsumingComponent {
 
   /** One request (or one pass of single records); the outcome to back off on, if any. */
   private async step(queue: UpstreamQueue): Promise<SendOutcome | undefined> {
-    const oldest = queue.oldest(this.config.batch_size)
+    const oldest = queue.oldest(this.batchSize)
     if (oldest.length === 0) {
       await this.nap.sleep(1000)
       return undefined
@@ -164,6 +177,11 @@ export class UpstreamExporter implements ConsumingComponent {
       this.failures = 0
       return undefined
     }
+    if (out.kind === 'batch_too_large') {
+      // Nothing is settled: the same records go again at once, in smaller requests.
+      this.shrink(group.length, out)
+      return undefined
+    }
     if (out.kind === 'refused') {
       this.errors.inc({ exporter: this.settings.id, reason: 'refused' })
       if (out.index !== undefined && group[out.index]) {
@@ -176,6 +194,21 @@ export class UpstreamExporter implements ConsumingComponent {
       return this.sendEach(group)
     }
     return out
+  }
+
+  /**
+   * The upstream refused a batch of `sent` records as too large: requests carry its stated limit
+   * from now on, or half as many when it states none (each refusal lowers the size, so this ends).
+   */
+  private shrink(sent: number, out: { status: number; error: string; limit?: number }): void {
+    this.errors.inc({ exporter: this.settings.id, reason: 'batch_too_large' })
+    const next = Math.min(this.batchSize, out.limit !== undefined && out.limit < sent ? out.limit : Math.max(1, Math.floor(sent / 2)))
+    if (next === this.batchSize) return
+    this.settings.logger.warn(
+      { batchSize: this.batchSize, newBatchSize: next, upstreamMaxBatchItems: out.limit, error: out.error },
+      `the upstream takes fewer records per request than batch_size: sending ${next} per request from now on; raise the upstream's max_batch_items or set batch_size to ${next}`,
+    )
+    this.batchSize = next
   }
 
   private deadLetter(id: string, out: { status: number; error: string }): void {
@@ -218,6 +251,7 @@ const gaugesOf = (registry: Registry) =>
     { name: 'meterd_upstream_queue_records', help: 'Records waiting in the upstream queue', pick: (s) => s.depth },
     { name: 'meterd_upstream_queue_oldest_age_seconds', help: 'Age of the oldest record in the upstream queue', pick: (s) => s.oldestAgeSeconds },
     { name: 'meterd_upstream_dead_letter_records', help: 'Records the upstream refused for good', pick: (s) => s.dead },
+    { name: 'meterd_upstream_batch_size', help: 'Records per upstream request: batch_size, or less after the upstream answered 413 batch_too_large', pick: (s) => s.batchSize },
   ])
 
 /** The body as the upstream will store it: the client's, with a transactionId to dedup on. */

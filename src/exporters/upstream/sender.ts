@@ -15,6 +15,11 @@ export type SendOutcome =
   | { kind: 'acked'; status: number }
   /** The upstream refuses the data for good; `index` is the refused record of a batch when it names one. */
   | { kind: 'refused'; status: number; error: string; index?: number }
+  /**
+   * The upstream takes fewer records per request than this batch held (413 `batch_too_large`):
+   * the records are not refused, the batch is. `limit` is the upstream's max_batch_items when it says.
+   */
+  | { kind: 'batch_too_large'; status: number; error: string; limit?: number }
   /** Try again later, after `afterMs` when the upstream said so (Retry-After). */
   | { kind: 'retry'; status?: number; error: string; afterMs?: number }
 
@@ -98,6 +103,7 @@ export class UpstreamSender {
       // Redirects are not followed (the key would go wherever they point): say where, so the endpoint can be fixed.
       const location = status >= 300 && status < 400 ? res.headers.location : undefined
       if (typeof location === 'string') error.message += ` (a redirect to ${location.slice(0, 200)}, not followed: set the endpoint to it)`
+      if (status === 413 && error.code === 'batch_too_large' && bodies.length > 1) return { kind: 'batch_too_large', status, error: error.message, limit: error.limit }
       if (REFUSED.has(status)) return { kind: 'refused', status, error: error.message, index: bodies.length > 1 ? error.index : 0 }
       return { kind: 'retry', status, error: error.message, afterMs: this.retryAfter(res.headers['retry-after']) }
     } catch (err) {
@@ -142,15 +148,27 @@ async function readCapped(body: Dispatcher.ResponseData['body'], limit: number):
   return Buffer.concat(chunks).subarray(0, limit).toString('utf8')
 }
 
-/** The upstream's error message, and the batch index its `param` names (`[3].model` → 3). */
-function errorOf(status: number, text: string): { message: string; index?: number } {
+/**
+ * The upstream's error message and code, the batch index its `param` names (`[3].model` → 3), and
+ * on a `batch_too_large` the most records it takes: its `max_batch_items` field, or from the
+ * message of a meterd that predates the field ("at most 7 records per request").
+ */
+function errorOf(status: number, text: string): { message: string; code?: string; index?: number; limit?: number } {
   try {
     const e = JSON.parse(text)?.error
     if (e && typeof e === 'object') {
       const m = typeof e.param === 'string' ? /^\[(\d+)\]/.exec(e.param) : null
+      const code = typeof e.code === 'string' ? e.code : undefined
       // Capped: it is logged and kept with a dead letter, and the upstream chooses its length.
-      return { message: `HTTP ${status} ${e.code ?? ''}: ${e.message ?? ''}`.trim().slice(0, 500), index: m ? Number(m[1]) : undefined }
+      const message = `HTTP ${status} ${e.code ?? ''}: ${e.message ?? ''}`.trim().slice(0, 500)
+      return { message, code, index: m ? Number(m[1]) : undefined, limit: code === 'batch_too_large' ? batchLimitOf(e) : undefined }
     }
   } catch {}
   return { message: `HTTP ${status}` }
+}
+
+function batchLimitOf(e: { max_batch_items?: unknown; message?: unknown }): number | undefined {
+  const stated = e.max_batch_items ?? (typeof e.message === 'string' ? /at most (\d+) records/.exec(e.message)?.[1] : undefined)
+  const n = Number(stated)
+  return Number.isSafeInteger(n) && n >= 1 ? n : undefined
 }

@@ -2,7 +2,7 @@ import { createHash, hash } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, Host, ReceiverFactory, SignalConsumers } from '../../host/component.js'
 import type { Consumer } from '../../core/consumer.js'
-import { invalid } from '../../core/errors.js'
+import { ApiError, invalid } from '../../core/errors.js'
 import { Ingest, type IdempotencyKey, type IngestItem } from '../../domain/ingest/index.js'
 import type { Reply, RequestContext } from '../../transport/http/server.js'
 import { LABELS, MEDIA_KINDS, MEDIA_PATH, type UsageKind } from '../../model/usage-record.js'
@@ -91,7 +91,10 @@ export class MeteringReceiver implements Component {
     const items = Array.isArray(parsed) ? parsed : [parsed]
     if (Array.isArray(parsed) && parsed.length === 0) throw invalid('empty_batch', 'the array holds no records')
     if (items.length > this.config.max_batch_items)
-      throw invalid('batch_too_large', `at most ${this.config.max_batch_items} records per request`, undefined, 413)
+      // The limit as a field too: a forwarding sidecar lowers its batch size to it (src/exporters/upstream).
+      throw new ApiError(413, 'invalid_request_error', 'batch_too_large', `at most ${this.config.max_batch_items} records per request`, {
+        extra: { max_batch_items: this.config.max_batch_items },
+      })
     for (let i = 0; i < items.length; i++) {
       const item = items[i]
       if (typeof item !== 'object' || item === null || Array.isArray(item))

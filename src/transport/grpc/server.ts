@@ -1,4 +1,5 @@
-import { Server, ServerCredentials, setLogger, status, type ServerUnaryCall, type ServiceDefinition, type sendUnaryData } from '@grpc/grpc-js'
+import { Server, ServerCredentials, ServerInterceptingCall, setLogger, status, type ServerInterceptor, type ServerUnaryCall, type ServiceDefinition, type sendUnaryData } from '@grpc/grpc-js'
+import { bodyBudget, overBudget } from '../http/body.js'
 import { rejectionMessage, type DecodeOptions, type DecodedRequest, type OtlpSignal } from '../otlp/batch.js'
 import { decodeLogsProto, decodeMetricsProto, decodeTracesProto } from '../otlp/decode-proto.js'
 import { SERVICES } from '../otlp/proto.js'
@@ -55,6 +56,21 @@ const DECODERS = { traces: decodeTracesProto, logs: decodeLogsProto, metrics: de
 const identity = (b: Buffer): Buffer => b
 
 /**
+ * grpc-js inflates a message flagged compressed before any handler sees it, and answers bytes
+ * that are not valid gzip/deflate with INTERNAL, which tells the client the server failed and
+ * that a retry may help. The data is the client's: this answers INVALID_ARGUMENT, as HTTP
+ * answers 400 bad_encoding. grpc-js sends that status from the call itself (`this.sendStatus`),
+ * before any interceptor's listener hears of it, so the call's own sendStatus is wrapped; the
+ * details string is grpc-js's (1.x), and any other status passes unchanged.
+ */
+const badCompression: ServerInterceptor = (_method, call) => {
+  const send = call.sendStatus.bind(call)
+  call.sendStatus = (s) =>
+    send(s.code === status.INTERNAL && s.details === 'Failed to decompress message' ? { ...s, code: status.INVALID_ARGUMENT, details: 'bad_encoding: the message is flagged compressed but is not valid data of its grpc-encoding (gzip or deflate)' } : s)
+  return new ServerInterceptingCall(call)
+}
+
+/**
  * OTLP/gRPC (DESIGN §3): TraceService, LogsService and MetricsService `Export` on their own
  * endpoint. Requests arrive as bytes (gzip already inflated by grpc-js, within the size limit)
  * and are decoded with meterd's protos here, so a malformed message is an INVALID_ARGUMENT the
@@ -67,6 +83,7 @@ export class OtlpGrpcServer {
   constructor(private readonly opts: OtlpGrpcOptions) {
     const max = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
     this.server = new Server({
+      interceptors: [badCompression],
       'grpc.max_receive_message_length': max,
       // grpc-js holds a message's bytes until the message is whole and has no time limit of its
       // own: a client that sends most of a 4 MiB message and stops held it for ever (a few hundred
@@ -123,7 +140,13 @@ export class OtlpGrpcServer {
   private async export(signal: OtlpSignal, call: ServerUnaryCall<Buffer, Buffer>, done: sendUnaryData<Buffer>): Promise<void> {
     const info: CallInfo = { metadata: metadataOf(call), peer: call.getPeer() }
     let code: status = status.OK
+    // The message counts against server.max_body_bytes_in_flight with HTTP bodies while it is
+    // decoded and handled (grpc-js hands it over whole, inflated): past the bound the call is
+    // UNAVAILABLE with RetryInfo, which OTLP exporters retry; one message alone always goes through.
+    const bytes = call.request.length
+    let held = false
     try {
+      if (!(held = bodyBudget.take(bytes))) throw overBudget()
       const decoded = DECODERS[signal](call.request, this.opts.decode)
       const result = (await this.opts.handler(signal, decoded, info)) ?? {}
       const rejected = decoded.rejected.length + (result.rejected ?? 0)
@@ -134,6 +157,7 @@ export class OtlpGrpcServer {
       code = failure.code
       done({ code: failure.code, details: failure.details, metadata: failure.metadata })
     } finally {
+      if (held) bodyBudget.give(bytes)
       this.opts.onStatus?.(signal, code, info)
     }
   }

@@ -12,7 +12,8 @@ export const tooLarge = (limit: number): ApiError =>
  * is whole: without a bound on all of them, clients that send most of a large body and stop (or
  * many slow uploads) hold as much memory as they open connections. A body that would take the
  * total past the bound is refused with 503 `overloaded`; one alone is always read (a bound below
- * the largest body must not refuse it for good).
+ * the largest body must not refuse it for good). OTLP/gRPC messages count too, from the moment
+ * grpc-js hands one over whole until its call is answered (src/transport/grpc/server.ts).
  */
 export class BodyBudget {
   private used = 0
@@ -32,7 +33,8 @@ export class BodyBudget {
 /** The process's budget; its limit is set from the config at start (src/host/service.ts). */
 export const bodyBudget = new BodyBudget(256 * 1024 * 1024)
 
-const overBudget = (): ApiError =>
+/** 503 overloaded: the bodies (and OTLP/gRPC messages) in flight hold the whole budget. */
+export const overBudget = (): ApiError =>
   new ApiError(503, 'api_error', 'overloaded', `request bodies being received at once exceed server.max_body_bytes_in_flight (${bodyBudget.limit} bytes); retry later`, {
     headers: { 'retry-after': '1' },
   })

@@ -113,4 +113,67 @@ if (!haveRedis) {
     await within(5000, async () => x.configs.get('exp_1') === undefined)
     t.pass('deleted on both')
   })
+
+  t.test('two replicas changing one tool at once: both changes stand; one toolId created on both: one 201, one 409', async (t) => {
+    const redis = await startRedis()
+    t.teardown(() => redis.stop())
+    const dir = tempDir('meterd-tables-')
+    t.teardown(() => removeDir(dir))
+    const replica = async (name: string) => {
+      const { store, shared } = await openReplica(t, join(dir, name), redis.url)
+      const tools = new ToolRegistry(store)
+      await tools.share(shared.tables)
+      return tools
+    }
+    const x = await replica('x')
+    const y = await replica('y')
+    const made = await x.create('team', toolBody('both', price('0.1').pricing.elements[0]), Date.now())
+    await within(5000, async () => y.get('team', made.id)?.revision === 1)
+
+    // Each round, X and Y change a different field of the tool at the same moment, each over the
+    // tool as it reads it: checked only against its own copy, one of the two would be undone.
+    const ROUNDS = 20
+    for (let i = 0; i < ROUNDS; i++) await Promise.all([x.update('team', made.id, { description: `d${i}` }, Date.now()), y.update('team', made.id, { version: `v${i}` }, Date.now())])
+    const last = 1 + 2 * ROUNDS
+    for (const [name, r] of [['X', x], ['Y', y]] as const) {
+      await within(5000, async () => r.get('team', made.id)?.revision === last)
+      t.match(r.get('team', made.id), { description: `d${ROUNDS - 1}`, version: `v${ROUNDS - 1}`, revision: last }, `${name} holds both last changes, and every PUT counted a revision`)
+    }
+
+    // A PUT and a DELETE at once: whichever lands second sees the other (a PUT never revives a deleted tool).
+    const [put, del] = await Promise.allSettled([x.update('team', made.id, { description: 'late' }, Date.now()), y.remove('team', made.id, Date.now())])
+    t.equal(del.status, 'fulfilled', 'the DELETE stands')
+    if (put.status === 'rejected') t.match(put.reason, { status: 404 }, 'a PUT after it is a 404')
+    for (const r of [x, y]) await within(5000, async () => r.get('team', made.id) === undefined && r.byToolId('team', 'both') === undefined)
+    t.pass('deleted on both replicas')
+
+    // The same toolId created on both at once, again and again: one of each pair is created, the
+    // other is refused as a single process refuses it, and both replicas price by the one created.
+    let created = 0
+    let refused = 0
+    for (let i = 0; i < 20; i++) {
+      const toolId = `dup-${i}`
+      const tries = await Promise.allSettled([x, y].map((r, n) => r.create('team', toolBody(toolId, price(`0.${n + 1}`).pricing.elements[0]), Date.now())))
+      const ok = tries.filter((r): r is PromiseFulfilledResult<Awaited<ReturnType<ToolRegistry['create']>>> => r.status === 'fulfilled')
+      const no = tries.filter((r): r is PromiseRejectedResult => r.status === 'rejected')
+      created += ok.length
+      refused += no.filter((r) => r.reason?.status === 409 && r.reason?.code === 'duplicate_tool_id').length
+      if (ok.length !== 1) continue
+      for (const r of [x, y]) await within(5000, async () => r.byToolId('team', toolId)?.id === ok[0].value.id)
+    }
+    t.equal(created, 20, 'one tool created per toolId')
+    t.equal(refused, 20, 'the other creation refused with 409 duplicate_tool_id')
+
+    // A toolId renamed on one replica to one just created on the other is refused too.
+    const [a, b] = await Promise.allSettled([x.create('team', toolBody('taken', price('0.1').pricing.elements[0]), Date.now()), y.update('team', y.byToolId('team', 'dup-0')!.id, { toolId: 'taken' }, Date.now())])
+    t.equal([a, b].filter((r) => r.status === 'fulfilled').length, 1, 'a create and a rename to one toolId at once: one stands')
+    t.match([a, b].find((r) => r.status === 'rejected'), { reason: { status: 409, code: 'duplicate_tool_id' } }, 'the other is a 409')
+
+    // Redis down: a tool change is refused (503 shared_state_unavailable), not kept by one replica alone.
+    await redis.stop()
+    const dup1 = x.byToolId('team', 'dup-1')!
+    await t.rejects(x.update('team', dup1.id, { description: 'offline' }, Date.now()), { status: 503, code: 'shared_state_unavailable' })
+    await t.rejects(x.create('team', toolBody('offline', price('0.1').pricing.elements[0]), Date.now()), { status: 503, code: 'shared_state_unavailable' })
+    t.equal(x.get('team', dup1.id)?.description, dup1.description, 'the refused change is not shown either')
+  })
 }

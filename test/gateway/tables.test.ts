@@ -4,6 +4,7 @@
  * local commit still follows.
  */
 import { join } from 'node:path'
+import { Redis } from 'ioredis'
 import t from 'tap'
 import { AlertStore } from '../../src/domain/alerts/store.js'
 import { ToolRegistry } from '../../src/domain/tools/registry.js'
@@ -175,5 +176,51 @@ if (!haveRedis) {
     await t.rejects(x.update('team', dup1.id, { description: 'offline' }, Date.now()), { status: 503, code: 'shared_state_unavailable' })
     await t.rejects(x.create('team', toolBody('offline', price('0.1').pricing.elements[0]), Date.now()), { status: 503, code: 'shared_state_unavailable' })
     t.equal(x.get('team', dup1.id)?.description, dup1.description, 'the refused change is not shown either')
+  })
+
+  t.test('per-team limits hold across replicas under a burst of creations on both', async (t) => {
+    const redis = await startRedis()
+    t.teardown(() => redis.stop())
+    const dir = tempDir('meterd-tables-')
+    t.teardown(() => removeDir(dir))
+    const replica = async (name: string) => {
+      const { store, shared } = await openReplica(t, join(dir, name), redis.url)
+      const configs = new ExportConfigStore(store, new SecretBox('k'.repeat(32)))
+      await configs.share(shared.tables)
+      const alerts = new AlertStore(store)
+      await alerts.share(shared.tables)
+      return { configs, alerts }
+    }
+    const x = await replica('x')
+    const y = await replica('y')
+    const at = new Date().toISOString()
+    let seq = 0
+    const config = (team: string) => ({ id: `exp_${seq++}`, team, name: 'hook', url: 'https://example.com/hook', enabled: true, eventTypes: ['usage.completion' as const], filters: {}, batching: null, timeoutMs: null, createdAt: at, updatedAt: at })
+    const rule = (team: string, store: AlertStore) => ({ id: store.newId(), team, name: 'r', description: '', alertType: 'THRESHOLD', metricType: 'TOTAL_COST', operatorType: 'GREATER_THAN', threshold: '100', periodDuration: 'DAILY', windowSeconds: null, budgetThreshold: null, currency: null, filters: [], notificationAddresses: [], slackConfigurations: [], webhookConfigurations: [], enabled: true, createdAt: at, updatedAt: at }) as any
+    const MAX = 3
+    // A burst: 10 creations on each replica at once, each replica's count seeing none of the other's yet.
+    const burstConfigs = async (team: string) =>
+      (await Promise.all([x, y].flatMap((r) => Array.from({ length: 10 }, (_, i) => r.configs.create(config(team), i % 2 === 0, Date.now(), MAX))))).filter((d) => d.created).length
+    const burstRules = async (team: string) => (await Promise.all([x, y].flatMap((r) => Array.from({ length: 10 }, () => r.alerts.put(rule(team, r.alerts), MAX))))).filter(Boolean).length
+
+    t.equal(await burstConfigs('team'), MAX, `${MAX} export configurations created of 20`)
+    t.equal(await burstRules('team'), MAX, `${MAX} alert rules created of 20`)
+    for (const r of [x, y]) await within(5000, async () => r.configs.forTeam('team').length === MAX && r.alerts.forTeam('team').length === MAX)
+    t.pass('and both replicas hold that many')
+    t.equal(await burstConfigs('other'), MAX, 'another team has its own count')
+
+    // A removal (on either replica) makes room for exactly one more.
+    await y.configs.remove(y.configs.forTeam('team')[0])
+    await x.alerts.remove(x.alerts.forTeam('team')[0])
+    t.equal(await burstConfigs('team'), 1, 'one export configuration after a removal')
+    t.equal(await burstRules('team'), 1, 'one alert rule after a removal')
+
+    // Counted from the table itself when Redis holds no count for a team (a cluster upgraded from a
+    // version without one): the rows already there count.
+    const raw = new Redis(redis.url)
+    t.teardown(() => void raw.disconnect())
+    t.equal(await raw.del('meterd:team:export_configurations:team', 'meterd:team:alert-rules:team'), 2, 'the counts dropped')
+    t.equal(await burstConfigs('team'), 0, 'still no export configuration over the limit')
+    t.equal(await burstRules('team'), 0, 'still no alert rule over the limit')
   })
 }

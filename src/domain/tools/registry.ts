@@ -155,6 +155,8 @@ export class ToolRegistry {
     const tool: Tool = { ...spec, id: newId(now), team, configSource: 'DATABASE', created: at, updated: at, revision: 1 }
     if (this.declaration(team, spec.toolId)) throw duplicate(spec.toolId)
     return this.change(team, (rows) => {
+      // A new id (a ULID) held by another tool already: never in practice, and never overwritten.
+      if (rows.tool(tool.id) !== undefined) throw new Error(`tool ${tool.id} exists already`)
       if (rows.owner(spec.toolId) !== undefined) throw duplicate(spec.toolId)
       rows.putTool(tool)
       rows.setOwner(spec.toolId, tool.id)
@@ -280,7 +282,7 @@ export class ToolRegistry {
       })
       const rows = [...read.values()]
       const done = await this.shared.replaceRows(rows)
-      if (done.outcome === 'replaced') {
+      if (done.outcome !== 'changed') {
         this.forget()
         this.onChange?.()
         return result

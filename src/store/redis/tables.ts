@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
-import type { Replaced, RowChange, RowsReplaced, SharedTable, SharedTables } from '../../ports/tables.js'
+import type { Replaced, RowChange, RowsReplaced, SharedTable, SharedTables, TeamLimit } from '../../ports/tables.js'
 import type { Store } from '../store.js'
 import type { Outage } from './connection.js'
 
@@ -12,30 +12,56 @@ const TOMBSTONE = 'null'
 const revive = (_k: string, v: any): unknown => (v && v.type === 'Buffer' && Array.isArray(v.data) ? Buffer.from(v.data) : v)
 
 /**
- * The conditional replacement of rows (RedisTables.replaceRows): KEYS each row's table hash, then
- * the changes channel; ARGV the number of rows, then per row its field, the row as the replica
- * read it and the new row (`null` for none), then the messages. The rows are written (and the
- * messages published, as by wrote()) only when every hash still holds the row read, or no row
- * yet (one this replica made while Redis was down, not pushed yet); otherwise nothing is written
- * and the rows the hashes hold are returned ('' for none).
+ * The conditional replacement of rows (RedisTables.replaceRows): KEYS each row's table hash, the
+ * changes channel, then (with a limit) the team's set; ARGV the number of rows, the limit ('' for
+ * none) and the team, then per row its field, the row as the replica read it and the new row
+ * (`null` for none), then the messages. The rows are written (and the messages published, as by
+ * wrote()) only when every hash still holds the row read, or no row yet (one this replica made
+ * while Redis was down, not pushed yet); otherwise nothing is written and the rows the hashes
+ * hold are returned ('' for none).
+ *
+ * With a limit, the first row is a new one of the team, written only while the team holds fewer
+ * rows than the limit (1 is returned otherwise). The team's set names its rows (fields of the
+ * first hash), and '' once it was filled from the hash (a walk of the table, the first time a team
+ * creates); members whose row is gone are dropped as they are counted, so a removal need not
+ * touch the set, and a count walks the team's rows only.
  */
 const REPLACE = `
-local n = tonumber(ARGV[1])
+local n, max, team = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local now, changed = {}, false
 for i = 1, n do
-  local row = redis.call('HGET', KEYS[i], ARGV[3 * i - 1])
-  if row and row ~= ARGV[3 * i] then changed = true end
+  local row = redis.call('HGET', KEYS[i], ARGV[3 * i + 1])
+  if row and row ~= ARGV[3 * i + 2] then changed = true end
   now[i] = row or ''
 end
 if changed then return now end
-for i = 1, n do
-  if ARGV[3 * i + 1] ~= ARGV[3 * i] then redis.call('HSET', KEYS[i], ARGV[3 * i - 1], ARGV[3 * i + 1]) end
+if max then
+  local set = KEYS[n + 2]
+  if redis.call('SADD', set, '') == 1 then
+    local all = redis.call('HGETALL', KEYS[1])
+    for j = 1, #all, 2 do
+      local ok, row = pcall(cjson.decode, all[j + 1])
+      if ok and type(row) == 'table' and row.team == team then redis.call('SADD', set, all[j]) end
+    end
+  end
+  local held = 0
+  for _, m in ipairs(redis.call('SMEMBERS', set)) do
+    if m ~= '' then
+      local row = redis.call('HGET', KEYS[1], m)
+      if row and row ~= '${TOMBSTONE}' then held = held + 1 else redis.call('SREM', set, m) end
+    end
+  end
+  if held >= max then return 1 end
+  redis.call('SADD', set, ARGV[4])
 end
-for i = 3 * n + 2, #ARGV do redis.call('PUBLISH', KEYS[n + 1], ARGV[i]) end
+for i = 1, n do
+  if ARGV[3 * i + 3] ~= ARGV[3 * i + 2] then redis.call('HSET', KEYS[i], ARGV[3 * i + 1], ARGV[3 * i + 3]) end
+end
+for i = 3 * n + 4, #ARGV do redis.call('PUBLISH', KEYS[n + 1], ARGV[i]) end
 return false
 `
 
-type Scripted = Redis & { meterdReplaceRows(numberOfKeys: number, ...args: string[]): Promise<string[] | null> }
+type Scripted = Redis & { meterdReplaceRows(numberOfKeys: number, ...args: string[]): Promise<string[] | 1 | null> }
 
 /** A row as the Redis hash holds it: JSON, TOMBSTONE for none. */
 const rowJson = (v: unknown): string => (v === undefined ? TOMBSTONE : JSON.stringify(v))
@@ -110,12 +136,13 @@ export class RedisTables implements SharedTables {
 
   async replace<V>(db: string, key: unknown, read: V, value: V): Promise<Replaced<V>> {
     const done = await this.replaceRows([{ db, key, read, value }])
-    if (done.outcome === 'replaced') return done
+    // (Never `limited`: no limit is asked.)
+    if (done.outcome !== 'changed') return { outcome: 'replaced' }
     const now = done.now[0]?.value as V | undefined
     return now === undefined ? { outcome: 'gone' } : { outcome: 'changed', now }
   }
 
-  async replaceRows(rows: RowChange[]): Promise<RowsReplaced> {
+  async replaceRows(rows: RowChange[], limit?: TeamLimit): Promise<RowsReplaced> {
     const tables = rows.map((r) => {
       const table = this.tables.get(r.db)
       if (!table) throw new Error(`${r.db} is not a shared table`)
@@ -139,11 +166,15 @@ export class RedisTables implements SharedTables {
     const args = [
       ...rows.map((r) => this.hash(r.db)),
       this.channel,
+      ...(limit ? [`${this.prefix}team:${rows[0].db}:${limit.team}`] : []),
       String(rows.length),
+      limit ? String(limit.max) : '',
+      limit?.team ?? '',
       ...rows.flatMap((_, i) => [fields[i], reads[i], values[i]]),
       ...[...byDb].map(([db, m]) => JSON.stringify({ r: this.replica, db, k: m.k, v: m.v })),
     ]
-    const now = await this.outage.guard(() => redis.meterdReplaceRows(rows.length + 1, ...args))
+    const now = await this.outage.guard(() => redis.meterdReplaceRows(rows.length + (limit ? 2 : 1), ...args))
+    if (now === 1) return { outcome: 'limited' }
     if (now !== null) return { outcome: 'changed', now: now.map((json) => (json === '' ? undefined : { value: json === TOMBSTONE ? undefined : JSON.parse(json, revive) })) }
     // Redis holds them now, and the other replicas show them from the messages. Here, as another
     // replica's rows: shown at once, committed after the rows shown before them.

@@ -44,7 +44,37 @@ export interface SharedTables {
    * 503 `shared_state_unavailable` when Redis cannot be reached.
    */
   replace<V>(db: string, key: unknown, read: V, value: V): Promise<Replaced<V>>
+  /**
+   * replace() of several rows (of one or more tables) at once: all are written when the cluster
+   * still holds every row as read, none otherwise. A row `read` as undefined must not exist (a
+   * create-if-absent); a `value` of undefined removes the row. Rows the change only depends on are
+   * passed with `value` equal to `read`. With `limit`, the first row is a new row of a team,
+   * written only while the team holds fewer than `limit.max` rows of its table (`limited`
+   * otherwise), counted across the cluster.
+   */
+  replaceRows(rows: RowChange[], limit?: TeamLimit): Promise<RowsReplaced>
 }
+
+/** The most rows of a table one team may hold (its rows have a `team` field). */
+export interface TeamLimit {
+  team: string
+  max: number
+}
+
+/** One row of SharedTables.replaceRows: undefined `read` or `value` for no row. */
+export interface RowChange {
+  db: string
+  key: unknown
+  read: unknown
+  value: unknown
+}
+
+/**
+ * What replaceRows did: `changed` when a row is no longer as read, with each row as the cluster
+ * holds it now, in the order given (`{ value: undefined }` when removed; undefined when the cluster
+ * has no copy of it yet, which is no change: a row made here while Redis was down).
+ */
+export type RowsReplaced = { outcome: 'replaced' } | { outcome: 'limited' } | { outcome: 'changed'; now: ({ value: unknown } | undefined)[] }
 
 /**
  * What a conditional replacement of a row did: `gone` when the row was removed meanwhile, `changed`

@@ -4,6 +4,7 @@
  * local commit still follows.
  */
 import { join } from 'node:path'
+import { Redis } from 'ioredis'
 import t from 'tap'
 import { AlertStore } from '../../src/domain/alerts/store.js'
 import { ToolRegistry } from '../../src/domain/tools/registry.js'
@@ -112,5 +113,114 @@ if (!haveRedis) {
     t.equal((await x.configs.update({ ...stale, name: 'late' }, stale)).outcome, 'gone', 'a deletion on the other replica stands')
     await within(5000, async () => x.configs.get('exp_1') === undefined)
     t.pass('deleted on both')
+  })
+
+  t.test('two replicas changing one tool at once: both changes stand; one toolId created on both: one 201, one 409', async (t) => {
+    const redis = await startRedis()
+    t.teardown(() => redis.stop())
+    const dir = tempDir('meterd-tables-')
+    t.teardown(() => removeDir(dir))
+    const replica = async (name: string) => {
+      const { store, shared } = await openReplica(t, join(dir, name), redis.url)
+      const tools = new ToolRegistry(store)
+      await tools.share(shared.tables)
+      return tools
+    }
+    const x = await replica('x')
+    const y = await replica('y')
+    const made = await x.create('team', toolBody('both', price('0.1').pricing.elements[0]), Date.now())
+    await within(5000, async () => y.get('team', made.id)?.revision === 1)
+
+    // Each round, X and Y change a different field of the tool at the same moment, each over the
+    // tool as it reads it: checked only against its own copy, one of the two would be undone.
+    const ROUNDS = 20
+    for (let i = 0; i < ROUNDS; i++) await Promise.all([x.update('team', made.id, { description: `d${i}` }, Date.now()), y.update('team', made.id, { version: `v${i}` }, Date.now())])
+    const last = 1 + 2 * ROUNDS
+    for (const [name, r] of [['X', x], ['Y', y]] as const) {
+      await within(5000, async () => r.get('team', made.id)?.revision === last)
+      t.match(r.get('team', made.id), { description: `d${ROUNDS - 1}`, version: `v${ROUNDS - 1}`, revision: last }, `${name} holds both last changes, and every PUT counted a revision`)
+    }
+
+    // A PUT and a DELETE at once: whichever lands second sees the other (a PUT never revives a deleted tool).
+    const [put, del] = await Promise.allSettled([x.update('team', made.id, { description: 'late' }, Date.now()), y.remove('team', made.id, Date.now())])
+    t.equal(del.status, 'fulfilled', 'the DELETE stands')
+    if (put.status === 'rejected') t.match(put.reason, { status: 404 }, 'a PUT after it is a 404')
+    for (const r of [x, y]) await within(5000, async () => r.get('team', made.id) === undefined && r.byToolId('team', 'both') === undefined)
+    t.pass('deleted on both replicas')
+
+    // The same toolId created on both at once, again and again: one of each pair is created, the
+    // other is refused as a single process refuses it, and both replicas price by the one created.
+    let created = 0
+    let refused = 0
+    for (let i = 0; i < 20; i++) {
+      const toolId = `dup-${i}`
+      const tries = await Promise.allSettled([x, y].map((r, n) => r.create('team', toolBody(toolId, price(`0.${n + 1}`).pricing.elements[0]), Date.now())))
+      const ok = tries.filter((r): r is PromiseFulfilledResult<Awaited<ReturnType<ToolRegistry['create']>>> => r.status === 'fulfilled')
+      const no = tries.filter((r): r is PromiseRejectedResult => r.status === 'rejected')
+      created += ok.length
+      refused += no.filter((r) => r.reason?.status === 409 && r.reason?.code === 'duplicate_tool_id').length
+      if (ok.length !== 1) continue
+      for (const r of [x, y]) await within(5000, async () => r.byToolId('team', toolId)?.id === ok[0].value.id)
+    }
+    t.equal(created, 20, 'one tool created per toolId')
+    t.equal(refused, 20, 'the other creation refused with 409 duplicate_tool_id')
+
+    // A toolId renamed on one replica to one just created on the other is refused too.
+    const [a, b] = await Promise.allSettled([x.create('team', toolBody('taken', price('0.1').pricing.elements[0]), Date.now()), y.update('team', y.byToolId('team', 'dup-0')!.id, { toolId: 'taken' }, Date.now())])
+    t.equal([a, b].filter((r) => r.status === 'fulfilled').length, 1, 'a create and a rename to one toolId at once: one stands')
+    t.match([a, b].find((r) => r.status === 'rejected'), { reason: { status: 409, code: 'duplicate_tool_id' } }, 'the other is a 409')
+
+    // Redis down: a tool change is refused (503 shared_state_unavailable), not kept by one replica alone.
+    await redis.stop()
+    const dup1 = x.byToolId('team', 'dup-1')!
+    await t.rejects(x.update('team', dup1.id, { description: 'offline' }, Date.now()), { status: 503, code: 'shared_state_unavailable' })
+    await t.rejects(x.create('team', toolBody('offline', price('0.1').pricing.elements[0]), Date.now()), { status: 503, code: 'shared_state_unavailable' })
+    t.equal(x.get('team', dup1.id)?.description, dup1.description, 'the refused change is not shown either')
+  })
+
+  t.test('per-team limits hold across replicas under a burst of creations on both', async (t) => {
+    const redis = await startRedis()
+    t.teardown(() => redis.stop())
+    const dir = tempDir('meterd-tables-')
+    t.teardown(() => removeDir(dir))
+    const replica = async (name: string) => {
+      const { store, shared } = await openReplica(t, join(dir, name), redis.url)
+      const configs = new ExportConfigStore(store, new SecretBox('k'.repeat(32)))
+      await configs.share(shared.tables)
+      const alerts = new AlertStore(store)
+      await alerts.share(shared.tables)
+      return { configs, alerts }
+    }
+    const x = await replica('x')
+    const y = await replica('y')
+    const at = new Date().toISOString()
+    let seq = 0
+    const config = (team: string) => ({ id: `exp_${seq++}`, team, name: 'hook', url: 'https://example.com/hook', enabled: true, eventTypes: ['usage.completion' as const], filters: {}, batching: null, timeoutMs: null, createdAt: at, updatedAt: at })
+    const rule = (team: string, store: AlertStore) => ({ id: store.newId(), team, name: 'r', description: '', alertType: 'THRESHOLD', metricType: 'TOTAL_COST', operatorType: 'GREATER_THAN', threshold: '100', periodDuration: 'DAILY', windowSeconds: null, budgetThreshold: null, currency: null, filters: [], notificationAddresses: [], slackConfigurations: [], webhookConfigurations: [], enabled: true, createdAt: at, updatedAt: at }) as any
+    const MAX = 3
+    // A burst: 10 creations on each replica at once, each replica's count seeing none of the other's yet.
+    const burstConfigs = async (team: string) =>
+      (await Promise.all([x, y].flatMap((r) => Array.from({ length: 10 }, (_, i) => r.configs.create(config(team), i % 2 === 0, Date.now(), MAX))))).filter((d) => d.created).length
+    const burstRules = async (team: string) => (await Promise.all([x, y].flatMap((r) => Array.from({ length: 10 }, () => r.alerts.put(rule(team, r.alerts), MAX))))).filter(Boolean).length
+
+    t.equal(await burstConfigs('team'), MAX, `${MAX} export configurations created of 20`)
+    t.equal(await burstRules('team'), MAX, `${MAX} alert rules created of 20`)
+    for (const r of [x, y]) await within(5000, async () => r.configs.forTeam('team').length === MAX && r.alerts.forTeam('team').length === MAX)
+    t.pass('and both replicas hold that many')
+    t.equal(await burstConfigs('other'), MAX, 'another team has its own count')
+
+    // A removal (on either replica) makes room for exactly one more.
+    await y.configs.remove(y.configs.forTeam('team')[0])
+    await x.alerts.remove(x.alerts.forTeam('team')[0])
+    t.equal(await burstConfigs('team'), 1, 'one export configuration after a removal')
+    t.equal(await burstRules('team'), 1, 'one alert rule after a removal')
+
+    // Counted from the table itself when Redis holds no count for a team (a cluster upgraded from a
+    // version without one): the rows already there count.
+    const raw = new Redis(redis.url)
+    t.teardown(() => void raw.disconnect())
+    t.equal(await raw.del('meterd:team:export_configurations:team', 'meterd:team:alert-rules:team'), 2, 'the counts dropped')
+    t.equal(await burstConfigs('team'), 0, 'still no export configuration over the limit')
+    t.equal(await burstRules('team'), 0, 'still no alert rule over the limit')
   })
 }

@@ -104,26 +104,36 @@ export class AlertStore {
   }
 
   /**
-   * Stores a new rule unless its team already holds `maxPerTeam` (counted in the write
-   * transaction, so creations on several workers at once stop at the limit too); false then.
+   * Stores a new rule unless its team already holds `maxPerTeam`, and returns it (undefined
+   * then). Counted in the write transaction, so creations on several workers at once stop at the
+   * limit too; in a gateway cluster, by Redis for every replica (SharedTables.replaceRows), which
+   * also makes the rule's id new in the cluster (another one is drawn if a replica just took it).
    */
-  async put(rule: AlertRule, maxPerTeam = Infinity): Promise<boolean> {
-    await this.shared?.writable()
-    const stored = await this.store.durable(
-      this.store.root.transaction(() => {
-        if (maxPerTeam !== Infinity) {
-          let held = 0
-          for (const { value } of this.rules.getRange({})) if (value.team === rule.team && ++held >= maxPerTeam) return false
-        }
-        this.rules.put(rule.id, rule)
-        return true
-      }),
-    )
-    if (!stored) return false
+  async put(rule: AlertRule, maxPerTeam = Infinity): Promise<AlertRule | undefined> {
+    if (this.shared) {
+      const limit = maxPerTeam === Infinity ? undefined : { team: rule.team, max: maxPerTeam }
+      for (;;) {
+        const done = await this.shared.replaceRows([{ db: 'alert-rules', key: rule.id, read: undefined, value: rule }], limit)
+        if (done.outcome === 'limited') return undefined
+        if (done.outcome === 'replaced') break
+        rule = { ...rule, id: this.newId() }
+      }
+    } else {
+      const stored = await this.store.durable(
+        this.store.root.transaction(() => {
+          if (maxPerTeam !== Infinity) {
+            let held = 0
+            for (const { value } of this.rules.getRange({})) if (value.team === rule.team && ++held >= maxPerTeam) return false
+          }
+          this.rules.put(rule.id, rule)
+          return true
+        }),
+      )
+      if (!stored) return undefined
+    }
     this.byId.set(rule.id, rule)
-    await this.shared?.wrote('alert-rules', [rule.id])
     this.onChange?.()
-    return true
+    return rule
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { Database } from 'lmdb'
 import { conflict, notFound, ApiError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
-import type { SharedTables, TableView } from '../../ports/tables.js'
+import type { RowChange, SharedTables, TableView } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import { parseToolSpec, type Tool, type ToolSpec } from './tool.js'
 
@@ -57,13 +57,6 @@ export class ToolRegistry {
       { db: 'tools', changed },
       { db: 'tool-ids', changed },
     ])
-  }
-
-  /** Rows a write changed, to the other replicas (gateway cluster). */
-  private async wrote(team: string, id: string, toolIds: string[]): Promise<void> {
-    if (!this.shared) return
-    await this.shared.wrote('tools', [[team, id]])
-    await this.shared.wrote('tool-ids', toolIds.map((t) => [team, t]))
   }
 
   static yamlId(toolId: string): string {
@@ -127,7 +120,11 @@ export class ToolRegistry {
 
   /** A tool by its id, including a deleted one (for restore) when `withDeleted`. */
   get(team: string, id: string, withDeleted = false): Tool | undefined {
-    const t = this.shownTools.get([team, id])
+    return this.shown(team, id, this.shownTools.get([team, id]), withDeleted)
+  }
+
+  /** The tool `id` given its stored row `t` (none for a YAML tool without an overlay). */
+  private shown(team: string, id: string, t: Tool | undefined, withDeleted = false): Tool | undefined {
     if (t && (!t.deleted || withDeleted)) return t
     if (t) return undefined
     if (id.startsWith('yaml-')) {
@@ -157,19 +154,14 @@ export class ToolRegistry {
     const at = new Date(now).toISOString()
     const tool: Tool = { ...spec, id: newId(now), team, configSource: 'DATABASE', created: at, updated: at, revision: 1 }
     if (this.declaration(team, spec.toolId)) throw duplicate(spec.toolId)
-    let ok = false
-    await this.shared?.writable()
-    await this.written(
-      this.tools.transaction(() => {
-        if (this.ids.get([team, spec.toolId]) !== undefined) return
-        this.tools.put([team, tool.id], tool)
-        this.ids.put([team, spec.toolId], tool.id)
-        ok = true
-      }),
-    )
-    if (!ok) throw duplicate(spec.toolId)
-    await this.wrote(team, tool.id, [spec.toolId])
-    return tool
+    return this.change(team, (rows) => {
+      // A new id (a ULID) held by another tool already: never in practice, and never overwritten.
+      if (rows.tool(tool.id) !== undefined) throw new Error(`tool ${tool.id} exists already`)
+      if (rows.owner(spec.toolId) !== undefined) throw duplicate(spec.toolId)
+      rows.putTool(tool)
+      rows.setOwner(spec.toolId, tool.id)
+      return tool
+    })
   }
 
   /**
@@ -177,99 +169,137 @@ export class ToolRegistry {
    * as a whole. On a YAML tool this stores an overlay (MERGED); its toolId cannot change.
    */
   async update(team: string, id: string, body: unknown, now: number): Promise<Tool> {
-    // A write committed between the read below and this one's transaction (another PUT, a
-    // DELETE) is found in the transaction: a deleted tool is a 404, a changed one is read again
-    // and the body merged over it, so no PUT undoes a deletion or reuses a revision number.
-    for (;;) {
-      const current = this.get(team, id)
+    // Merged over the tool as the change reads it (change()): no PUT undoes a deletion, reuses a
+    // revision number, or loses a field another PUT changed meanwhile.
+    return this.change(team, (rows) => {
+      const current = this.shown(team, id, rows.tool(id))
       if (!current) throw notFound(`no tool with id ${id}`, 'id')
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ApiError(400, 'invalid_request_error', 'invalid_body', 'the body must be a JSON object')
       const merged = { ...specOf(current), ...(body as Record<string, unknown>) }
       if (current.configSource !== 'DATABASE' && merged.toolId !== current.toolId)
         throw new ApiError(400, 'invalid_request_error', 'invalid_field', 'toolId of a tool declared in the config cannot change', { param: 'toolId' })
       const spec = parseToolSpec(merged)
-      const at = new Date(now).toISOString()
       const next: Tool = {
         ...spec,
         id: current.id,
         team,
         configSource: current.configSource === 'DATABASE' ? 'DATABASE' : 'MERGED',
         created: current.created,
-        updated: at,
+        updated: new Date(now).toISOString(),
         revision: current.revision + 1,
       }
-      let outcome = 'done' as 'done' | 'clash' | 'gone' | 'changed'
-      await this.shared?.writable()
-      await this.written(
-        this.tools.transaction(() => {
-          const stored = this.tools.get([team, id])
-          if (stored?.deleted) return void (outcome = 'gone')
-          if (current.configSource === 'YAML' ? stored !== undefined : stored?.revision !== current.revision) return void (outcome = 'changed')
-          const owner = this.ids.get([team, spec.toolId])
-          if (owner !== undefined && owner !== id) return void (outcome = 'clash')
-          if (spec.toolId !== current.toolId && this.declaration(team, spec.toolId)) return void (outcome = 'clash')
-          if (spec.toolId !== current.toolId) this.ids.remove([team, current.toolId])
-          this.tools.put([team, id], next)
-          this.ids.put([team, spec.toolId], id)
-        }),
-      )
-      if (outcome === 'changed') continue
-      if (outcome === 'gone') throw notFound(`no tool with id ${id}`, 'id')
-      if (outcome === 'clash') throw duplicate(spec.toolId)
-      await this.wrote(team, id, spec.toolId === current.toolId ? [spec.toolId] : [spec.toolId, current.toolId])
+      const owner = rows.owner(spec.toolId)
+      if (owner !== undefined && owner !== id) throw duplicate(spec.toolId)
+      if (spec.toolId !== current.toolId && this.declaration(team, spec.toolId)) throw duplicate(spec.toolId)
+      if (spec.toolId !== current.toolId) rows.setOwner(current.toolId, undefined)
+      rows.putTool(next)
+      rows.setOwner(spec.toolId, id)
       return next
-    }
+    })
   }
 
   /** Soft delete: the tool leaves the registry (its events go unpriced) until restored. */
   async remove(team: string, id: string, now: number): Promise<Tool> {
-    const current = this.get(team, id)
-    if (!current) throw notFound(`no tool with id ${id}`, 'id')
-    if (current.configSource !== 'DATABASE') throw declaredInConfig(current.toolId)
     const at = new Date(now).toISOString()
-    let gone = undefined as Tool | undefined
-    await this.shared?.writable()
-    await this.written(
-      this.tools.transaction(() => {
-        // Built from the row as it is now: a PUT committed meanwhile keeps its revision number.
-        const latest = this.tools.get([team, id])
-        if (!latest || latest.deleted) return
-        gone = { ...latest, deleted: at, updated: at, revision: latest.revision + 1 }
-        this.tools.put([team, id], gone)
-        if (this.ids.get([team, latest.toolId]) === id) this.ids.remove([team, latest.toolId])
-      }),
-    )
-    if (!gone) throw notFound(`no tool with id ${id}`, 'id')
-    await this.wrote(team, id, [gone.toolId])
-    return gone
+    return this.change(team, (rows) => {
+      // Built from the row as the change reads it: a PUT committed meanwhile keeps its revision number.
+      const current = this.shown(team, id, rows.tool(id))
+      if (!current) throw notFound(`no tool with id ${id}`, 'id')
+      if (current.configSource !== 'DATABASE') throw declaredInConfig(current.toolId)
+      const gone: Tool = { ...current, deleted: at, updated: at, revision: current.revision + 1 }
+      rows.putTool(gone)
+      if (rows.owner(current.toolId) === id) rows.setOwner(current.toolId, undefined)
+      return gone
+    })
   }
 
   async restore(team: string, id: string, now: number): Promise<Tool> {
-    const current = this.get(team, id, true)
-    if (!current) throw notFound(`no tool with id ${id}`, 'id')
-    if (!current.deleted) return current
-    if (this.declaration(team, current.toolId)) throw duplicate(current.toolId)
-    let clash = false
-    let back = undefined as Tool | undefined
-    await this.shared?.writable()
-    await this.written(
-      this.tools.transaction(() => {
-        const latest = this.tools.get([team, id])
-        if (!latest) return
-        // Restored meanwhile: this restore has nothing left to do.
-        if (!latest.deleted) return void (back = latest)
-        if (this.ids.get([team, latest.toolId]) !== undefined) return void (clash = true)
-        const { deleted: _, ...rest } = latest
-        back = { ...rest, updated: new Date(now).toISOString(), revision: latest.revision + 1 }
-        this.tools.put([team, id], back)
-        this.ids.put([team, latest.toolId], id)
-      }),
-    )
-    if (clash) throw duplicate(current.toolId)
-    if (!back) throw notFound(`no tool with id ${id}`, 'id')
-    await this.wrote(team, id, [current.toolId])
-    return back
+    return this.change(team, (rows) => {
+      const current = this.shown(team, id, rows.tool(id), true)
+      if (!current) throw notFound(`no tool with id ${id}`, 'id')
+      // Restored meanwhile (or never deleted): nothing left to do.
+      if (!current.deleted) return current
+      if (this.declaration(team, current.toolId) || rows.owner(current.toolId) !== undefined) throw duplicate(current.toolId)
+      const { deleted: _, ...rest } = current
+      const back: Tool = { ...rest, updated: new Date(now).toISOString(), revision: current.revision + 1 }
+      rows.putTool(back)
+      rows.setOwner(current.toolId, id)
+      return back
+    })
   }
+
+  /**
+   * Runs a change of a team's tools: `plan` reads the rows it depends on and says what to write
+   * (or throws, and nothing is written). In one process (or workers sharing one LMDB) it runs in
+   * the write transaction, on the rows as they are there. In a gateway cluster the rows it read
+   * are checked against Redis, where every replica's change lands first (replaceRows): when one
+   * changed meanwhile, the plan runs again over the rows Redis holds, so a change made on another
+   * replica at the same moment is merged, not undone, and a toolId two replicas create at once
+   * goes to one of them (the other gets the 409 one process gives).
+   */
+  private async change<T>(team: string, plan: (rows: ToolRows) => T): Promise<T> {
+    if (!this.shared) {
+      let out = { err: new Error('not run') } as { ok: T } | { err: unknown }
+      await this.written(
+        this.tools.transaction(() => {
+          const writes = new Map<string, () => void>()
+          const rows: ToolRows = {
+            tool: (id) => this.tools.get([team, id]),
+            owner: (toolId) => this.ids.get([team, toolId]),
+            putTool: (t) => void writes.set(`t${t.id}`, () => this.tools.put([team, t.id], t)),
+            setOwner: (toolId, id) => void writes.set(`i${toolId}`, () => (id === undefined ? this.ids.remove([team, toolId]) : this.ids.put([team, toolId], id))),
+          }
+          try {
+            out = { ok: plan(rows) }
+          } catch (err) {
+            return void (out = { err })
+          }
+          for (const w of writes.values()) w()
+        }),
+      )
+      if ('err' in out) throw out.err
+      return out.ok
+    }
+    // The rows Redis answered it holds, read instead of this replica's (perhaps older) copies.
+    const known = new Map<string, { value: unknown }>()
+    for (;;) {
+      const read = new Map<string, RowChange>()
+      const row = (db: string, key: Key, view: TableView<Key, unknown>): RowChange => {
+        const id = db + JSON.stringify(key)
+        let r = read.get(id)
+        if (!r) {
+          const k = known.get(id)
+          const v = k ? k.value : view.get(key)
+          read.set(id, (r = { db, key, read: v, value: v }))
+        }
+        return r
+      }
+      const result = plan({
+        tool: (id) => row('tools', [team, id], this.shownTools).read as Tool | undefined,
+        owner: (toolId) => row('tool-ids', [team, toolId], this.shownIds).read as string | undefined,
+        putTool: (t) => void (row('tools', [team, t.id], this.shownTools).value = t),
+        setOwner: (toolId, id) => void (row('tool-ids', [team, toolId], this.shownIds).value = id),
+      })
+      const rows = [...read.values()]
+      const done = await this.shared.replaceRows(rows)
+      if (done.outcome !== 'changed') {
+        this.forget()
+        this.onChange?.()
+        return result
+      }
+      done.now.forEach((now, i) => now && known.set(rows[i].db + JSON.stringify(rows[i].key), now))
+    }
+  }
+}
+
+/** The rows of one team a registry change reads (as the change sees them) and writes. */
+interface ToolRows {
+  tool(id: string): Tool | undefined
+  /** The id of the live tool that holds `toolId`. */
+  owner(toolId: string): string | undefined
+  putTool(tool: Tool): void
+  /** `toolId` held by the tool `id`; undefined: free. */
+  setOwner(toolId: string, id: string | undefined): void
 }
 
 function specOf(t: Tool): Record<string, unknown> {

@@ -104,13 +104,14 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     withoutOwnIdentity(body, ctx.principal!)
     const fields = parseRule(body)
     const tooMany = () => invalid('too_many_rules', `a team holds at most ${d.maxRulesPerTeam} alert rules (alerts.max_rules_per_team)`, undefined, 422)
-    // The early answer; the count that holds (a burst, several workers) is made in the write transaction.
+    // The early answer; the count that holds (a burst, several workers or replicas) is made as it is stored (store.put).
     if (store.forTeam(team).length >= d.maxRulesPerTeam) throw tooMany()
     await checkWebhooks(fields, team)
     const now = iso()
     const rule: AlertRule = { id: store.newId(), team, ...fields, createdAt: now, updatedAt: now }
-    if (!(await store.put(rule, d.maxRulesPerTeam))) throw tooMany()
-    return { status: 201, body: ruleView(rule, INITIAL_STATE) }
+    const stored = await store.put(rule, d.maxRulesPerTeam)
+    if (!stored) throw tooMany()
+    return { status: 201, body: ruleView(stored, INITIAL_STATE) }
   })
 
   route('GET', '/:id', 'platform:read', (ctx) => {

@@ -1,5 +1,5 @@
 import type { Database } from 'lmdb'
-import type { Replaced, SharedTables, TableView } from '../../ports/tables.js'
+import type { Replaced, RowChange, SharedTables, TableView } from '../../ports/tables.js'
 import type { Store } from '../../store/store.js'
 import type { ConfigurationSource, ExportConfiguration } from '../../domain/webhooks/model.js'
 import { SecretBox, SecretUnreadable, rotate, statusOf, newSecret, type SealedSecret, type SigningState, type SigningStatus } from './secrets.js'
@@ -114,26 +114,34 @@ export class ExportConfigStore implements ConfigurationSource {
    * Stores a new configuration, with a new signing secret when `signed`, in one commit (so a
    * configuration never exists unsigned by accident), unless its team already holds `maxPerTeam`
    * (counted in the write transaction, so creations on several workers at once stop at the limit
-   * too). The secret is returned, to be shown once.
+   * too; in a gateway cluster, by Redis for every replica: SharedTables.replaceRows). The secret
+   * is returned, to be shown once.
    */
   async create(c: ExportConfiguration, signed: boolean, now: number, maxPerTeam = Infinity): Promise<{ created: false } | { created: true; secret?: string }> {
     const secret = signed ? newSecret() : undefined
-    await this.shared?.writable()
-    const created = await this.store.durable(
-      this.store.root.transaction(() => {
-        if (maxPerTeam !== Infinity) {
-          let held = 0
-          for (const { value } of this.configs.getRange({})) if (value.team === c.team && ++held >= maxPerTeam) return false
-        }
-        this.configs.put(c.id, c)
-        if (secret) this.signing.put(c.id, rotate(undefined, this.box.seal(secret, c.id), { immediate: true, now }))
-        return true
-      }),
-    )
-    if (!created) return { created: false }
+    const signing = secret ? rotate(undefined, this.box.seal(secret, c.id), { immediate: true, now }) : undefined
+    if (this.shared) {
+      const rows: RowChange[] = [{ db: 'export_configurations', key: c.id, read: undefined, value: c }]
+      if (signing) rows.push({ db: 'export_configuration_signing', key: c.id, read: undefined, value: signing })
+      const done = await this.shared.replaceRows(rows, maxPerTeam === Infinity ? undefined : { team: c.team, max: maxPerTeam })
+      if (done.outcome === 'limited') return { created: false }
+      // A new id (a ULID) held by another configuration already: never in practice.
+      if (done.outcome === 'changed') throw new Error(`export configuration ${c.id} exists already`)
+    } else {
+      const created = await this.store.durable(
+        this.store.root.transaction(() => {
+          if (maxPerTeam !== Infinity) {
+            let held = 0
+            for (const { value } of this.configs.getRange({})) if (value.team === c.team && ++held >= maxPerTeam) return false
+          }
+          this.configs.put(c.id, c)
+          if (signing) this.signing.put(c.id, signing)
+          return true
+        }),
+      )
+      if (!created) return { created: false }
+    }
     this.index(c)
-    await this.shared?.wrote('export_configurations', [c.id])
-    if (secret) await this.shared?.wrote('export_configuration_signing', [c.id])
     this.onChange?.()
     return { created: true, secret }
   }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
-import type { Replaced, SharedTable, SharedTables } from '../../ports/tables.js'
+import type { Replaced, RowChange, RowsReplaced, SharedTable, SharedTables, TeamLimit } from '../../ports/tables.js'
 import type { Store } from '../store.js'
 import type { Outage } from './connection.js'
 
@@ -12,21 +12,59 @@ const TOMBSTONE = 'null'
 const revive = (_k: string, v: any): unknown => (v && v.type === 'Buffer' && Array.isArray(v.data) ? Buffer.from(v.data) : v)
 
 /**
- * The conditional replacement of one row (RedisTables.replace): KEYS the table's hash and the
- * changes channel; ARGV the row's field, the row as the replica read it, the new row and the
- * message. The row is replaced (and the message published, as by wrote()) only when the hash
- * still holds the row read, or no row yet (one this replica made while Redis was down, not pushed
- * yet); otherwise the row the hash holds is returned.
+ * The conditional replacement of rows (RedisTables.replaceRows): KEYS each row's table hash, the
+ * changes channel, then (with a limit) the team's set; ARGV the number of rows, the limit ('' for
+ * none) and the team, then per row its field, the row as the replica read it and the new row
+ * (`null` for none), then the messages. The rows are written (and the messages published, as by
+ * wrote()) only when every hash still holds the row read, or no row yet (one this replica made
+ * while Redis was down, not pushed yet); otherwise nothing is written and the rows the hashes
+ * hold are returned ('' for none).
+ *
+ * With a limit, the first row is a new one of the team, written only while the team holds fewer
+ * rows than the limit (1 is returned otherwise). The team's set names its rows (fields of the
+ * first hash), and '' once it was filled from the hash (a walk of the table, the first time a team
+ * creates); members whose row is gone are dropped as they are counted, so a removal need not
+ * touch the set, and a count walks the team's rows only.
  */
 const REPLACE = `
-local now = redis.call('HGET', KEYS[1], ARGV[1])
-if now and now ~= ARGV[2] then return now end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-redis.call('PUBLISH', KEYS[2], ARGV[4])
+local n, max, team = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local now, changed = {}, false
+for i = 1, n do
+  local row = redis.call('HGET', KEYS[i], ARGV[3 * i + 1])
+  if row and row ~= ARGV[3 * i + 2] then changed = true end
+  now[i] = row or ''
+end
+if changed then return now end
+if max then
+  local set = KEYS[n + 2]
+  if redis.call('SADD', set, '') == 1 then
+    local all = redis.call('HGETALL', KEYS[1])
+    for j = 1, #all, 2 do
+      local ok, row = pcall(cjson.decode, all[j + 1])
+      if ok and type(row) == 'table' and row.team == team then redis.call('SADD', set, all[j]) end
+    end
+  end
+  local held = 0
+  for _, m in ipairs(redis.call('SMEMBERS', set)) do
+    if m ~= '' then
+      local row = redis.call('HGET', KEYS[1], m)
+      if row and row ~= '${TOMBSTONE}' then held = held + 1 else redis.call('SREM', set, m) end
+    end
+  end
+  if held >= max then return 1 end
+  redis.call('SADD', set, ARGV[4])
+end
+for i = 1, n do
+  if ARGV[3 * i + 3] ~= ARGV[3 * i + 2] then redis.call('HSET', KEYS[i], ARGV[3 * i + 1], ARGV[3 * i + 3]) end
+end
+for i = 3 * n + 4, #ARGV do redis.call('PUBLISH', KEYS[n + 1], ARGV[i]) end
 return false
 `
 
-type Scripted = Redis & { meterdReplaceRow(hash: string, channel: string, field: string, read: string, value: string, message: string): Promise<string | null> }
+type Scripted = Redis & { meterdReplaceRows(numberOfKeys: number, ...args: string[]): Promise<string[] | 1 | null> }
+
+/** A row as the Redis hash holds it: JSON, TOMBSTONE for none. */
+const rowJson = (v: unknown): string => (v === undefined ? TOMBSTONE : JSON.stringify(v))
 
 /** Whether a local row (undefined: none) is the one Redis holds as `json`. */
 const same = (current: unknown, json: string): boolean => (json === TOMBSTONE ? current === undefined : current !== undefined && JSON.stringify(current) === json)
@@ -39,8 +77,8 @@ const same = (current: unknown, json: string): boolean => (json === TOMBSTONE ? 
  * - A write commits to the local LMDB, then its rows go to a Redis hash per table
  *   (`t:<db>`: JSON key → JSON value, `null` once removed) and, in the same MULTI, a message on
  *   the `changes` channel carries them. A row whose push failed is pushed again at the next resync.
- *   A change of one row merged over what was read (replace) goes the other way: to Redis first,
- *   only if the row there is still the one read, then to the local LMDB.
+ *   A change merged over what was read (replace, replaceRows) goes the other way: to Redis
+ *   first, only if the rows there are still the ones read, then to the local LMDB.
  * - Every replica subscribes: a message's rows (or, from a resync, the rows it names, read from
  *   the hash) are shown at once: held pending in the table's view, which its component reads,
  *   and `changed()` drops its caches. The local LMDB commit follows, durable, and is what a
@@ -97,20 +135,50 @@ export class RedisTables implements SharedTables {
   }
 
   async replace<V>(db: string, key: unknown, read: V, value: V): Promise<Replaced<V>> {
-    const table = this.tables.get(db)
-    if (!table) throw new Error(`${db} is not a shared table`)
-    const field = JSON.stringify(key)
-    const json = JSON.stringify(value)
+    const done = await this.replaceRows([{ db, key, read, value }])
+    // (Never `limited`: no limit is asked.)
+    if (done.outcome !== 'changed') return { outcome: 'replaced' }
+    const now = done.now[0]?.value as V | undefined
+    return now === undefined ? { outcome: 'gone' } : { outcome: 'changed', now }
+  }
+
+  async replaceRows(rows: RowChange[], limit?: TeamLimit): Promise<RowsReplaced> {
+    const tables = rows.map((r) => {
+      const table = this.tables.get(r.db)
+      if (!table) throw new Error(`${r.db} is not a shared table`)
+      return table
+    })
+    const fields = rows.map((r) => JSON.stringify(r.key))
+    const reads = rows.map((r) => rowJson(r.read))
+    const values = rows.map((r) => rowJson(r.value))
+    // One message per table, of the rows that change (as wrote() sends them).
+    const byDb = new Map<string, { table: SharedTable; k: string[]; v: string[] }>()
+    rows.forEach((r, i) => {
+      if (values[i] === reads[i]) return
+      let m = byDb.get(r.db)
+      if (!m) byDb.set(r.db, (m = { table: tables[i], k: [], v: [] }))
+      m.k.push(fields[i])
+      m.v.push(values[i])
+    })
+    if (byDb.size === 0) return { outcome: 'replaced' }
     const redis = this.redis as Scripted
-    if (!('meterdReplaceRow' in redis)) this.redis.defineCommand('meterdReplaceRow', { numberOfKeys: 2, lua: REPLACE })
-    const now = await this.outage.guard(() =>
-      redis.meterdReplaceRow(this.hash(db), this.channel, field, JSON.stringify(read), json, JSON.stringify({ r: this.replica, db, k: [field], v: [json] })),
-    )
-    if (now === TOMBSTONE) return { outcome: 'gone' }
-    if (now !== null) return { outcome: 'changed', now: JSON.parse(now, revive) }
-    // Redis holds it now, and the other replicas show it from the message. Here, as another
-    // replica's row: shown at once, committed after the rows shown before it.
-    await (await this.inTurn(db, () => ({ durable: this.show(table, [[field, json]]) }))).durable
+    if (!('meterdReplaceRows' in redis)) this.redis.defineCommand('meterdReplaceRows', { lua: REPLACE })
+    const args = [
+      ...rows.map((r) => this.hash(r.db)),
+      this.channel,
+      ...(limit ? [`${this.prefix}team:${rows[0].db}:${limit.team}`] : []),
+      String(rows.length),
+      limit ? String(limit.max) : '',
+      limit?.team ?? '',
+      ...rows.flatMap((_, i) => [fields[i], reads[i], values[i]]),
+      ...[...byDb].map(([db, m]) => JSON.stringify({ r: this.replica, db, k: m.k, v: m.v })),
+    ]
+    const now = await this.outage.guard(() => redis.meterdReplaceRows(rows.length + (limit ? 2 : 1), ...args))
+    if (now === 1) return { outcome: 'limited' }
+    if (now !== null) return { outcome: 'changed', now: now.map((json) => (json === '' ? undefined : { value: json === TOMBSTONE ? undefined : JSON.parse(json, revive) })) }
+    // Redis holds them now, and the other replicas show them from the messages. Here, as another
+    // replica's rows: shown at once, committed after the rows shown before them.
+    await Promise.all([...byDb.values()].map(async (m) => (await this.inTurn(m.table.db, () => ({ durable: this.show(m.table, m.k.map((f, i) => [f, m.v[i]])) }))).durable))
     return { outcome: 'replaced' }
   }
 

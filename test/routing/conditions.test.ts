@@ -39,6 +39,10 @@ const TABLE: [string, string[]][] = [
   ['model =~ "^gpt-"', ['acme']],
   ['model !~ "^gpt-"', ['test', 'tool']],
   ['provider =~ "^open"', ['acme']],
+  ['provider =~ "^OPEN"', ['acme']],
+  ['model =~ "(?i)^GPT-\\\\d"', ['acme']],
+  ['model =~ "^(gpt|claude)-[0-9]"', ['acme', 'test']],
+  ['model =~ "(a+)+$"', []],
   ['cost.total > 0', ['acme']],
   ['cost.total >= 0', ['acme', 'test']],
   ['cost.total == 0.000125', ['acme']],
@@ -96,6 +100,7 @@ t.test('bad conditions are errors with the column, never a runtime surprise', as
     ['kind in "tool"', /"\[" after in/, 9],
     ['kind in ["a" "b"]', /"," or "\]"/, 14],
     ['model =~ "("', /bad regular expression/, 10],
+    ['kind == "tool" or model =~ "\\\\u0041"', /bad regular expression: invalid escape sequence: `\\u`/, 28],
     ['inputTokenCount =~ "4"', /inputTokenCount is a number: =~/, 1],
     ['kind', /an operator after kind/, 5],
     ['', /empty/, 1],
@@ -129,6 +134,8 @@ function interpret(n: Node, r: unknown, fields: FieldCatalog): boolean {
     case 'match': {
       const f = fields.resolve(n.field) as any
       const v = f.get(r)
+      // JavaScript's RegExp, not RE2: the generated patterns mean the same in both, so this also
+      // checks that the RE2 matcher agrees with the engine operators know.
       const hit = typeof v === 'string' && new RegExp(n.pattern, f.lower ? 'i' : '').test(v)
       return n.negated ? !hit : hit
     }

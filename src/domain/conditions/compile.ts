@@ -1,6 +1,7 @@
 import { Decimal } from '../pricing/money.js'
 import type { Field, FieldCatalog, FieldType } from './fields.js'
 import { ConditionError, parseCondition, type CompareOp, type Literal, type Node } from './parse.js'
+import { compilePattern } from './pattern.js'
 
 /** A compiled condition: a plain function of one item. */
 export type Predicate<T = any> = (item: T) => boolean
@@ -10,7 +11,7 @@ export type Predicate<T = any> = (item: T) => boolean
  * evaluating it is a few function calls and never a parse. A value that is absent is unequal to
  * every literal: `==`, `in`, `=~` and the orderings are false for it, `!=`, `not in` and `!~`
  * true. Throws a ConditionError (with its column) for a syntax error, an unknown field, a type
- * mismatch (`model > 3`) or a bad regular expression.
+ * mismatch (`model > 3`) or a bad regular expression (RE2 syntax: pattern.ts).
  */
 export function compileCondition<T>(source: string, fields: FieldCatalog<T>): Predicate<T> {
   return compileNode(parseCondition(source), fields)
@@ -43,16 +44,11 @@ export function compileNode<T>(node: Node, fields: FieldCatalog<T>): Predicate<T
     case 'match': {
       const f = field(fields, node.field, node.at)
       if (f.type !== 'string' && f.type !== 'any') throw new ConditionError(`${node.field} is a ${f.type}: =~ and !~ match strings`, node.at + 1)
-      let re: RegExp
-      try {
-        re = new RegExp(node.pattern, f.lower ? 'i' : '')
-      } catch (err) {
-        throw new ConditionError(`bad regular expression: ${(err as Error).message}`, node.patternAt + 1)
-      }
+      const test = compilePattern(node.pattern, f.lower === true, node.patternAt + 1)
       const get = f.get
       const matches = (i: T): boolean => {
         const v = get(i)
-        return typeof v === 'string' && re.test(v)
+        return typeof v === 'string' && test(v)
       }
       return node.negated ? (i) => !matches(i) : matches
     }

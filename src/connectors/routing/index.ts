@@ -24,7 +24,7 @@ const schema = Type.Object(
       default: [],
       description: 'Pipelines of the records no route matches; when empty such records are accepted and dropped (counted in meterd_routing_unrouted_items_total)',
     }),
-    match_once: Type.Boolean({ default: true, description: 'A record goes to the first matching route only; false: to every matching route' }),
+    match_once: Type.Boolean({ default: true, description: 'A record goes to the first matching route only; false: to every matching route (an exporter their pipelines share still gets it once)' }),
   },
   { additionalProperties: false },
 )

@@ -1,6 +1,7 @@
 import type { Caller, UsageRecord } from '../model/usage-record.js'
 import type { StoredResponse } from '../ports/dedup.js'
 import type { UnitCarrier, WriteUnit, WriteUnits } from '../ports/write-unit.js'
+import type { Copies } from './copies.js'
 
 export type Signal = 'usage' | 'traces' | 'logs' | 'metrics'
 export const SIGNALS: readonly Signal[] = ['usage', 'traces', 'logs', 'metrics']
@@ -35,6 +36,11 @@ export interface BatchContext extends UnitCarrier {
    * indexes in `rejected`, and a consumer's "every item refused", refer to those.
    */
   filtered?: { count: number; positions: readonly number[] }
+  /**
+   * Set when a fan-out sent copies of some items down several pipelines: a component those
+   * pipelines share takes each item once (takeOnce, src/host/fanout.ts). Absent otherwise.
+   */
+  copies?: Copies
 }
 
 /** An item refused alone: its index in the batch the refusing component received, and why. */

@@ -1,12 +1,13 @@
 import type { Batch, BatchContext, ItemRejection } from './consumer.js'
 import type { WriteUnit } from '../ports/write-unit.js'
 import type { Caller } from '../model/usage-record.js'
+import type { Copies } from './copies.js'
 
 /**
  * The context of a part of a batch (the items a filter kept, one route's items): the request's
- * own — caller, idempotency, the one write unit, the ids the store kept — read and written
- * through, except for item rejections, which name indexes into the part (see partOf). A field
- * added to BatchContext must be forwarded here too.
+ * own — caller, idempotency, the one write unit, the ids the store kept, the copies a fan-out
+ * made — read and written through, except for item rejections, which name indexes into the part
+ * (see partOf). A field added to BatchContext must be forwarded here too.
  */
 class PartContext implements BatchContext {
   rejected?: ItemRejection[] = undefined
@@ -30,6 +31,12 @@ class PartContext implements BatchContext {
   }
   set unit(u: WriteUnit | undefined) {
     this.whole.unit = u
+  }
+  get copies(): Copies | undefined {
+    return this.whole.copies
+  }
+  set copies(c: Copies | undefined) {
+    this.whole.copies = c
   }
   get duplicates(): ReadonlyMap<string, string> | undefined {
     return this.whole.duplicates
@@ -60,4 +67,25 @@ export function partOf<T>(batch: Batch<any>, items: T[], index: readonly number[
       }
     },
   }
+}
+
+/**
+ * The items `keep` says yes to, each with its index in `items` (for partOf), or undefined when it
+ * keeps every one: then nothing is allocated, and the batch goes on as it is.
+ */
+export function select<T>(items: readonly T[], keep: (item: T) => boolean): { items: T[]; index: number[] } | undefined {
+  let kept: T[] | undefined
+  let index: number[] | undefined
+  for (let i = 0; i < items.length; i++) {
+    const yes = keep(items[i])
+    if (yes && kept) {
+      kept.push(items[i])
+      index!.push(i)
+    } else if (!yes && !kept) {
+      // The first item left out: from here on the kept items are collected apart.
+      kept = items.slice(0, i)
+      index = kept.map((_, k) => k)
+    }
+  }
+  return kept && { items: kept, index: index! }
 }

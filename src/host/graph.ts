@@ -3,7 +3,7 @@ import { SECTION, componentType, pipelineSignal } from './component.js'
 import type { Batch, Consumer, Signal, SpanInterest } from '../core/consumer.js'
 import { SIGNALS } from '../core/consumer.js'
 import { checkAgainst, type ConfigIssue, type MeterdConfig } from '../core/config/schema.js'
-import { fanout, type Branch } from './fanout.js'
+import { fanout, takeOnce, type Branch } from './fanout.js'
 import { existsSync, statSync } from 'node:fs'
 import { DEFAULT_CONFIG_PATH } from '../core/config/load.js'
 import { parseEndpoint, sameListener } from '../core/endpoint.js'
@@ -281,6 +281,15 @@ export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: 
       }
     }
 
+  // How many pipelines of each signal end in each exporter or connector: one that several share
+  // takes each item once, however many of them bring a copy of it (takeOnce).
+  const ends = new Map<string, number>()
+  for (const [pid, pl] of pipelines)
+    for (const id of pl.exporters) {
+      const key = `${pipelineSignal(pid)}:${id}`
+      ends.set(key, (ends.get(key) ?? 0) + 1)
+    }
+
   const processors: Component[] = []
   for (const [pid, pl] of pipelines) {
     const signal = pipelineSignal(pid) as Signal
@@ -288,7 +297,7 @@ export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: 
       const c = exporters.get(id) ?? connectors.get(id)!
       const consumer = c.consumers[signal]
       if (!consumer) throw new Error(`${id} has no ${signal} consumer`)
-      return { id, consumer, mutatesData: false }
+      return { id, consumer: ends.get(`${signal}:${id}`)! > 1 ? takeOnce(consumer) : consumer, mutatesData: false }
     })
     let next = fanout(branches)
     for (const id of [...(pl.processors ?? [])].reverse()) {

@@ -41,9 +41,10 @@ export class RecordQueue<T extends QueuedEntry> {
   }
 
   /**
-   * Inside the request's write transaction; returns how many entries are new, for `added`. A
-   * record routed to two pipelines that feed the same exporter is put twice under one id: counting
-   * it twice would make the queue look fuller than it is, until it refused every request.
+   * Inside the request's write transaction; returns how many entries are new, for `added`. An
+   * entry put again under its id replaces it and is not counted again: the depth must never run
+   * ahead of the queue, or it would look fuller than it is until it refused every request. (A
+   * record two pipelines bring to one exporter reaches it once: src/host/fanout.ts, takeOnce.)
    */
   putInTransaction(items: { id: string; value: T }[]): number {
     let fresh = 0

@@ -3,7 +3,8 @@ import t from 'tap'
 import type { Component, ExporterFactory, ExtensionFactory, Factory, ProcessorFactory, ReceiverFactory, SignalConsumers } from '../../src/host/component.js'
 import type { Batch, Consumer } from '../../src/core/consumer.js'
 import { FanoutError, PermanentError, RetryableError, ThrottledError, toApiError } from '../../src/core/errors.js'
-import { fanout } from '../../src/host/fanout.js'
+import { fanout, takeOnce } from '../../src/host/fanout.js'
+import { Copies } from '../../src/core/copies.js'
 import { factoryMap, plan } from '../../src/host/graph.js'
 import { ConfigSchema, checkAgainst } from '../../src/core/config/schema.js'
 import { Service } from '../../src/host/service.js'
@@ -52,6 +53,46 @@ t.test('a mutating branch gets its own copy of the batch', async (t) => {
     { id: 'l', consumer: look, mutatesData: false },
   ]).consume({ items: [original], ctx: {} })
   t.same(seen, [{ touched: false }], 'the other branch never sees the mutation')
+})
+
+t.test('a consumer two pipelines share takes each item once; a batch without copies goes on as it is', async (t) => {
+  const got: unknown[] = []
+  const shared: Consumer<any> = { consume: async (b) => void got.push(...b.items) }
+  // Two pipelines, each a mutating branch of the receiver's fan-out, both ending in `shared`.
+  const a = { n: 1 }
+  const b = { n: 2 }
+  await fanout([
+    { id: 'usage/a', consumer: takeOnce(shared), mutatesData: true },
+    { id: 'usage/b', consumer: takeOnce(shared), mutatesData: true },
+  ]).consume({ items: [a, b], ctx: {} })
+  t.same(got, [{ n: 1 }, { n: 2 }], 'two items taken, not four')
+
+  const passed: Batch<any>[] = []
+  const batch = { items: [a], ctx: {} }
+  await takeOnce({ consume: async (x) => void passed.push(x) }).consume(batch)
+  t.equal(passed[0], batch, 'no copies: the very batch, not a part of it')
+
+  // An item refused by the shared consumer is reported by its index in the batch it came in.
+  const copies = new Copies()
+  const c = { n: 3 }
+  const d = { n: 4 }
+  const c2 = structuredClone(c)
+  copies.add(c, c2)
+  const seen: number[][] = []
+  const refusing: Consumer<any> = {
+    consume: async (x) => {
+      seen.push(x.items.map((item: { n: number }) => item.n))
+      const i = x.items.findIndex((item: { n: number }) => item.n === 4)
+      if (i >= 0) x.ctx.rejected = [{ index: i, message: 'no' }]
+    },
+  }
+  const first = { items: [c], ctx: { copies } as Batch<any>['ctx'] }
+  const second = { items: [c2, d], ctx: { copies } as Batch<any>['ctx'] }
+  const once = [takeOnce(refusing), takeOnce(refusing)]
+  await once[0].consume(first)
+  await once[1].consume(second)
+  t.same(seen, [[3], [4]], 'the second batch hands on d alone: its copy of c was taken')
+  t.same(second.ctx.rejected, [{ index: 1, message: 'no' }], "a refusal of d names its index in the batch it came in")
 })
 
 t.test('the service starts exporters before receivers and stops receivers first', async (t) => {

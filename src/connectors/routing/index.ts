@@ -4,6 +4,7 @@ import { pipelineSignal } from '../../host/component.js'
 import type { ConfigIssue } from '../../core/config/schema.js'
 import type { Batch, Consumer, Signal } from '../../core/consumer.js'
 import { partOf } from '../../core/part.js'
+import { Copies } from '../../core/copies.js'
 import { FanoutError } from '../../core/errors.js'
 import { tally } from '../../core/telemetry.js'
 import { FIELD_CATALOGS, compileCondition, conditionIssue, type Predicate } from '../../domain/conditions/index.js'
@@ -23,7 +24,7 @@ const schema = Type.Object(
       default: [],
       description: 'Pipelines of the records no route matches; when empty such records are accepted and dropped (counted in meterd_routing_unrouted_items_total)',
     }),
-    match_once: Type.Boolean({ default: true, description: 'A record goes to the first matching route only; false: to every matching route' }),
+    match_once: Type.Boolean({ default: true, description: 'A record goes to the first matching route only; false: to every matching route (an exporter their pipelines share still gets it once)' }),
   },
   { additionalProperties: false },
 )
@@ -66,7 +67,8 @@ interface Table {
  * Vector's `route`). The batch is split into one part per pipeline, every part is handed on at
  * once, and the batch resolves when every part is durable; a part that fails leaves the others'
  * outcome intact and is reported as its pipeline's branch of a FanoutError, as a fan-out is
- * (a retry then finds the stored parts by transactionId and stores nothing twice).
+ * (a retry then finds the stored parts by transactionId and stores nothing twice). An exporter
+ * that several of the pipelines end in takes each record once (Copies, takeOnce).
  */
 export class RoutingConnector implements ConsumingComponent {
   readonly consumers: SignalConsumers = {}
@@ -134,8 +136,14 @@ export class RoutingConnector implements ConsumingComponent {
       for (let k = 0; k < to.length; k++) {
         let part = parts.get(to[k])
         if (!part) parts.set(to[k], (part = { items: [], index: [] }))
-        // Pipelines change their items (processors mutate): an item going to several gets a copy for each but the first.
-        part.items.push(k === 0 ? item : structuredClone(item))
+        // Pipelines change their items (processors mutate): an item going to several gets a copy
+        // for each but the first, noted as a copy so that an exporter they share takes it once.
+        if (k === 0) part.items.push(item)
+        else {
+          const copy = structuredClone(item)
+          ;(batch.ctx.copies ??= new Copies()).add(item, copy)
+          part.items.push(copy)
+        }
         part.index.push(i)
       }
     }

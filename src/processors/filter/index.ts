@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import type { CheckContext, CreateSettings, ProcessorFactory } from '../../host/component.js'
 import type { ConfigIssue } from '../../core/config/schema.js'
 import type { Batch, Consumer, Signal } from '../../core/consumer.js'
-import { partOf } from '../../core/part.js'
+import { partOf, select } from '../../core/part.js'
 import { tally } from '../../core/telemetry.js'
 import { FIELD_CATALOGS, compileCondition, conditionIssue, type Predicate } from '../../domain/conditions/index.js'
 
@@ -43,27 +43,15 @@ export class FilterProcessor implements Consumer<unknown> {
 
   async consume(batch: Batch<unknown>): Promise<void> {
     const { items } = batch
-    let kept: unknown[] | undefined
-    let index: number[] | undefined
-    for (let i = 0; i < items.length; i++) {
-      const keep = this.keeps(items[i])
-      if (keep && kept) {
-        kept.push(items[i])
-        index!.push(i)
-      } else if (!keep && !kept) {
-        // The first drop: from here on the kept items are collected apart.
-        kept = items.slice(0, i)
-        index = kept.map((_, k) => k)
-      }
-    }
+    const kept = select(items, this.keeps)
     if (!kept) {
       this.settings.metrics.accepted(items.length)
       return this.next.consume(batch)
     }
-    this.dropped(items.length - kept.length)
-    this.settings.metrics.accepted(kept.length)
-    if (kept.length === 0) return
-    const { part, settle } = partOf(batch, kept, index!)
+    this.dropped(items.length - kept.items.length)
+    this.settings.metrics.accepted(kept.items.length)
+    if (kept.items.length === 0) return
+    const { part, settle } = partOf(batch, kept.items, kept.index)
     try {
       await this.next.consume(part)
     } finally {

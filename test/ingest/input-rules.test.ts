@@ -68,3 +68,26 @@ t.test('a charset other than UTF-8 is a 415 naming it', async (t) => {
     t.equal(res.status, 201, type)
   }
 })
+
+t.test('a cost the client sends is at most 10^9 USD, as prices are: past it a 400 naming the field, nothing stored', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  for (const [path, body, param] of [
+    [C, completion({ totalCost: 1e300 }), 'totalCost'],
+    [C, completion({ inputTokenCost: 1000000000.5 }), 'inputTokenCost'],
+    [C, completion({ outputTokenCost: 1e26 }), 'outputTokenCost'],
+    [C, completion({ cacheReadTokenCost: 1e10 }), 'cacheReadTokenCost'],
+    [C, completion({ cacheCreationTokenCost: 1e10 }), 'cacheCreationTokenCost'],
+    [T, toolEvent({ costUsd: 1e300 }), 'costUsd'],
+  ] as const) {
+    const res = await call(m.url + path, { key, body })
+    t.equal(res.status, 400, param)
+    t.match(res.body.error, { type: 'invalid_request_error', code: 'invalid_field', param, message: /at most 1000000000/ }, param)
+  }
+  t.equal((await call(m.url + LIST, { key })).body.page.totalElements, 0, 'none of them stored')
+  const summary = await call(`${m.url}/profitstream/v2/api/analytics/summary?from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z`, { key })
+  t.equal(summary.body.period.cost, '0', 'no analytics sum carries them')
+  const bound = await call(m.url + C, { key, body: completion({ totalCost: 1e9 }) })
+  t.equal(bound.status, 201, 'a cost of 10^9 is taken')
+  t.equal((await call(m.url + LIST, { key })).body._embedded.aICompletionMetricResourceList[0].cost.total, '1000000000')
+})

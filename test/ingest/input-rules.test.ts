@@ -91,3 +91,20 @@ t.test('a cost the client sends is at most 10^9 USD, as prices are: past it a 40
   t.equal(bound.status, 201, 'a cost of 10^9 is taken')
   t.equal((await call(m.url + LIST, { key })).body._embedded.aICompletionMetricResourceList[0].cost.total, '1000000000')
 })
+
+t.test('a UTF-8 byte order mark before the JSON is ignored (RFC 8259 §8.1), on REST and OTLP/JSON alike', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const sent = completion()
+  const res = await call(m.url + C, { key, raw: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify(sent))]), headers: JSON_TYPE })
+  t.equal(res.status, 201, 'a BOM before a record')
+  const stored = (await call(`${m.url}${LIST}?transactionId=${sent.transactionId}`, { key })).body._embedded.aICompletionMetricResourceList
+  t.equal(stored.length, 1, 'stored once')
+  const otlp = await call(m.url + '/meter/v2/otlp/v1/traces', { key, raw: '\ufeff{"resourceSpans":[]}', headers: JSON_TYPE })
+  t.equal(otlp.status, 200, 'a BOM before an OTLP/JSON export')
+  const twice = await call(m.url + C, { key, raw: '\ufeff\ufeff' + JSON.stringify(completion()), headers: JSON_TYPE })
+  t.equal(twice.status, 400, 'only one mark, at the start')
+  t.equal(twice.body.error.code, 'malformed_json')
+  const inside = await call(m.url + C, { key, raw: '[\ufeff' + JSON.stringify(completion()) + ']', headers: JSON_TYPE })
+  t.equal(inside.body.error.code, 'malformed_json', 'a mark inside the JSON is still refused')
+})

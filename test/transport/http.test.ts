@@ -95,6 +95,32 @@ t.test('a request without Host gets a 400 in the error shape', async (t) => {
   t.match(http10, /^HTTP\/1\.1 200 /, 'HTTP/1.0 needs no Host')
 })
 
+t.test('an Expect other than 100-continue gets a 417 in the error shape, and nothing is stored', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const body = JSON.stringify(completion())
+  const head = (expect: string) =>
+    `POST ${C} HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\ncontent-type: application/json\r\nExpect: ${expect}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`
+  const out = await rawRequest(m.url, head('something-else') + body)
+  t.match(out, /^HTTP\/1\.1 417 /)
+  t.match(out, /content-type: application\/json/i)
+  t.match(JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)), {
+    error: { type: 'invalid_request_error', code: 'expectation_failed', param: 'Expect', message: /Expect: something-else is not supported/, doc_url: 'http://x/docs/errors#expectation_failed' },
+  })
+  const list = await call(m.url + '/profitstream/v2/api/sources/metrics/ai/completions', { key })
+  t.equal(list.body.page.totalElements, 0, 'nothing stored')
+  // Read to the close: rawRequest would stop after the interim 100, which has no body.
+  const cont = await new Promise<string>((resolve, reject) => {
+    let got = ''
+    const socket = connect(Number(new URL(m.url).port), '127.0.0.1')
+    socket.on('data', (d) => (got += d))
+    socket.on('end', () => resolve(got))
+    socket.on('error', reject)
+    socket.write(head('100-continue') + body)
+  })
+  t.match(cont, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /, '100-continue still works')
+})
+
 t.test('ids in paths longer than any id are refused before any store sees them', async (t) => {
   const m = await startMeterd(t)
   const key = await m.key()

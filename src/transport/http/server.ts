@@ -129,6 +129,15 @@ export class HttpServer {
       const body = JSON.stringify(new ApiError(400, 'invalid_request_error', 'bad_http', 'malformed HTTP request').body(originOf(undefined, socket as Socket)))
       socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
     })
+    // An Expect other than 100-continue never reaches a handler either: Node answers it 417
+    // with an empty body, which a client cannot read an error from.
+    server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+      const expect = String(req.headers.expect).slice(0, 100)
+      const err = new ApiError(417, 'invalid_request_error', 'expectation_failed', `Expect: ${expect} is not supported; only 100-continue is`, { param: 'Expect' })
+      const body = JSON.stringify(err.body(originOf(req.headers.host, req.socket)))
+      res.writeHead(417, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' })
+      res.end(body)
+    })
     this.server = server
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject)

@@ -69,6 +69,12 @@ const amount = () => Type.Number({ minimum: 0, expected: 'a non-negative number'
  * domain/pricing/money.ts, 10^9 USD). Unbounded, 1e300 was stored as a 301-digit cost that every
  * analytics sum of the team then carried, and that ClickHouse's Decimal128(12) cannot hold.
  */
+/**
+ * Seconds a media price is charged by: bounded as the counts are, so that with a price of at most
+ * 10^9 per second the cost stays within ClickHouse's Decimal128(12); 1e300 was priced at a
+ * 301-digit cost.
+ */
+const billedSeconds = () => Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, expected: `a non-negative number of at most ${Number.MAX_SAFE_INTEGER}` })
 const clientCost = () => Type.Number({ minimum: 0, maximum: 1e9, expected: 'a non-negative number of at most 1000000000 (USD)' })
 const bool = () => Type.Boolean({ expected: 'a boolean' })
 const time = () => Type.String({ format: 'date-time', expected: 'an ISO-8601 date-time such as 2026-11-21T23:55:47.661Z' })
@@ -197,8 +203,8 @@ export const MediaSchema = Type.Object(
     requestedImageCount: opt(count()),
     actualImageCount: opt(count()),
     characterCount: opt(count()),
-    durationSeconds: opt(amount()),
-    requestedDurationSeconds: opt(amount()),
+    durationSeconds: opt(billedSeconds()),
+    requestedDurationSeconds: opt(billedSeconds()),
     billingUnit: opt(str(64)),
   },
   { additionalProperties: true },

@@ -121,6 +121,21 @@ t.test('an Expect other than 100-continue gets a 417 in the error shape, and not
   t.match(cont, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /, '100-continue still works')
 })
 
+t.test('headers past 16 KiB get a 431 in the error shape, not a 400 saying the HTTP is malformed', async (t) => {
+  const m = await startMeterd(t)
+  for (const [what, headers] of [
+    ['one long header', `X-Big: ${'a'.repeat(20_000)}\r\n`],
+    ['very many headers', Array.from({ length: 3000 }, (_, i) => `X-H${i}: 1\r\n`).join('')],
+  ] as const) {
+    const out = await rawRequest(m.url, `GET /healthz HTTP/1.1\r\nHost: x\r\n${headers}Connection: close\r\n\r\n`)
+    t.match(out, /^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/, what)
+    t.match(JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)), { error: { type: 'invalid_request_error', code: 'headers_too_large', doc_url: /\/docs\/errors#headers_too_large$/ } }, what)
+  }
+  const bad = await rawRequest(m.url, 'GET /healthz HTTP/1.1\r\nHost x\r\n\r\n')
+  t.match(bad, /^HTTP\/1\.1 400 /, 'a malformed header line is still bad_http')
+  t.match(bad, /"code":"bad_http"/)
+})
+
 t.test('ids in paths longer than any id are refused before any store sees them', async (t) => {
   const m = await startMeterd(t)
   const key = await m.key()

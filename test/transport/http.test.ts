@@ -154,6 +154,26 @@ t.test('ids in paths longer than any id are refused before any store sees them',
   t.equal(fine.status, 404, 'a long id that fits is simply not found')
 })
 
+t.test('an id in a path that is not valid percent-encoding is a 400 naming it, not a 404 saying there is no such route', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  for (const [method, path, param] of [
+    ['GET', '/profitstream/v2/api/tools/%FF', 'id'],
+    ['DELETE', '/profitstream/v2/api/tools/%', 'id'],
+    ['GET', '/profitstream/v2/api/tools/by-tool-id/%E0%A4%A', 'toolId'],
+    ['PUT', '/profitstream/v2/api/export-configurations/a%zz', 'id'],
+    ['GET', '/profitstream/v2/api/analytics/traces/%C0%AF', 'traceId'],
+  ]) {
+    const res = await call(m.url + path, { key, method, ...(method === 'PUT' ? { body: {} } : {}) })
+    t.equal(res.status, 400, `${method} ${path}`)
+    t.match(res.body.error, { type: 'invalid_request_error', code: 'invalid_parameter', param, message: /not valid percent-encoding/ }, path)
+  }
+  t.equal((await call(`${m.url}/profitstream/v2/api/tools/%FF`)).status, 401, 'without a key: 401 first, as every route')
+  const escaped = await call(`${m.url}/profitstream/v2/api/tools/%25`, { key })
+  t.equal(escaped.status, 404, 'an escaped % is an id like any other')
+  t.equal(escaped.body.error.code, 'resource_not_found')
+})
+
 t.test('a query parameter a route reads, given twice with different values, is a 400 naming it; unknown ones stay ignored', async (t) => {
   const m = await startMeterd(t, { config: { extensions: { ratelimit: { error_pattern: { enabled: false } } } } })
   const key = await m.key({ team: 'team-a' })

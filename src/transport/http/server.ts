@@ -232,6 +232,8 @@ export class HttpServer {
       }
       return errorReply(new ApiError(404, 'not_found_error', 'route_not_found', `no route ${ctx.method} ${ctx.path}`))
     }
+    if (found.malformed !== undefined)
+      return errorReply(invalid('invalid_parameter', `${found.malformed} is not valid percent-encoding: a % must start %XX escapes of UTF-8 bytes`, found.malformed))
     const params = found.params
     for (const name in params) {
       if (Buffer.byteLength(params[name]) > MAX_PATH_PARAM_BYTES)

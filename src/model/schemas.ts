@@ -64,6 +64,18 @@ const str = (max = 1024) => Type.String({ maxLength: max, expected: `a string of
 const opt = <T extends TSchema>(s: T) => Type.Optional(Type.Union([s, Type.Null()], { expected: `${(s as any).expected} or null` }))
 const count = () => Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, expected: 'a non-negative integer' })
 const amount = () => Type.Number({ minimum: 0, expected: 'a non-negative number' })
+/**
+ * A cost the client sends, which replaces the computed one: bounded as prices are (MAX_PRICE in
+ * domain/pricing/money.ts, 10^9 USD). Unbounded, 1e300 was stored as a 301-digit cost that every
+ * analytics sum of the team then carried, and that ClickHouse's Decimal128(12) cannot hold.
+ */
+/**
+ * Seconds a media price is charged by: bounded as the counts are, so that with a price of at most
+ * 10^9 per second the cost stays within ClickHouse's Decimal128(12); 1e300 was priced at a
+ * 301-digit cost.
+ */
+const billedSeconds = () => Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, expected: `a non-negative number of at most ${Number.MAX_SAFE_INTEGER}` })
+const clientCost = () => Type.Number({ minimum: 0, maximum: 1e9, expected: 'a non-negative number of at most 1000000000 (USD)' })
 const bool = () => Type.Boolean({ expected: 'a boolean' })
 const time = () => Type.String({ format: 'date-time', expected: 'an ISO-8601 date-time such as 2026-11-21T23:55:47.661Z' })
 const oneOf = (values: readonly string[]) =>
@@ -127,11 +139,11 @@ export const CompletionSchema = Type.Object(
     cacheReadTokenCount: opt(count()),
     cacheCreation5mTokenCount: opt(count()),
     cacheCreation1hTokenCount: opt(count()),
-    inputTokenCost: opt(amount()),
-    outputTokenCost: opt(amount()),
-    cacheCreationTokenCost: opt(amount()),
-    cacheReadTokenCost: opt(amount()),
-    totalCost: opt(amount()),
+    inputTokenCost: opt(clientCost()),
+    outputTokenCost: opt(clientCost()),
+    cacheCreationTokenCost: opt(clientCost()),
+    cacheReadTokenCost: opt(clientCost()),
+    totalCost: opt(clientCost()),
     costMultiplier: opt(amount()),
     billingSkipped: opt(bool()),
     skipReason: opt(oneOf(SKIP_REASONS)),
@@ -160,7 +172,7 @@ export const ToolEventSchema = Type.Object(
     durationMs: opt(amount()),
     success: opt(bool()),
     errorMessage: opt(str(4096)),
-    costUsd: opt(amount()),
+    costUsd: opt(clientCost()),
     agent: opt(str(255)),
     organizationId: opt(str(255)),
     organizationName: opt(str(255)),
@@ -191,8 +203,8 @@ export const MediaSchema = Type.Object(
     requestedImageCount: opt(count()),
     actualImageCount: opt(count()),
     characterCount: opt(count()),
-    durationSeconds: opt(amount()),
-    requestedDurationSeconds: opt(amount()),
+    durationSeconds: opt(billedSeconds()),
+    requestedDurationSeconds: opt(billedSeconds()),
     billingUnit: opt(str(64)),
   },
   { additionalProperties: true },

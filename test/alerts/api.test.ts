@@ -75,6 +75,28 @@ t.test('unknown values answer 400 naming the field and listing the allowed value
   t.equal((await call(alertsApi(m), { key, body: cliRule({ teamId: 'team-a', team: { id: 'team-a' } }) })).status, 201, 'the key’s own team may be repeated')
 })
 
+t.test('a threshold past 10^15 in size is a 400 naming it; one at the bound reads back as sent', async (t) => {
+  const { m } = await startAlertsMeterd(t)
+  const key = await m.key({ team: 'team-a' })
+  // A decimal string past 10^308 was taken (201) and read back as threshold: null.
+  for (const [change, param] of [
+    [{ threshold: '1' + '0'.repeat(400) }, 'threshold'],
+    [{ threshold: 1e300 }, 'threshold'],
+    [{ threshold: -1e16 }, 'threshold'],
+    [{ alertType: 'CUMULATIVE_USAGE', budgetThreshold: '1' + '0'.repeat(400), threshold: undefined }, 'budgetThreshold'],
+  ] as const) {
+    const res = await call(alertsApi(m), { key, body: cliRule(change) })
+    t.equal(res.status, 400, `${param} ${JSON.stringify(change).slice(0, 40)}: 400`)
+    t.match(res.body?.error, { code: 'invalid_field', param, message: /from -1000000000000000 to 1000000000000000/ })
+  }
+  t.same((await call(alertsApi(m), { key })).body._embedded.aIAnomalyResourceList, [], 'no rule was made')
+  const bound = await call(alertsApi(m), { key, body: cliRule({ threshold: '1000000000000000' }) })
+  t.equal(bound.status, 201)
+  t.equal(bound.body.threshold, 1e15, 'read back as the number sent')
+  const read = await call(`${alertsApi(m)}/${bound.body.id}`, { key })
+  t.equal(read.body.threshold, 1e15)
+})
+
 t.test('accepted spellings: _TO operators, IN filters, budgets, change operators, Slack objects', async (t) => {
   const { m } = await startAlertsMeterd(t)
   const key = await m.key({ team: 'team-a' })

@@ -318,13 +318,20 @@ t.test('a record ClickHouse refuses for good goes to the dead letters; the recor
   })
   await unmerged(ch.url, 'refused')
   // A long flush interval: the records posted below are inserted together, the refused one among them.
-  const m = await startMeterd(t, { config: config(ch.url, 'refused', { batch_size: 100, flush_interval_ms: 500 }) })
+  // A cost ClickHouse's Decimal128(12) cannot hold (26 digits before the point: "Decimal value is
+  // too big"): a client's is at most $10^9 (a 400 past it), so an operator's attributes processor
+  // raises the one record that carries a totalCost to $10^30 after validation.
+  const base = config(ch.url, 'refused', { batch_size: 100, flush_interval_ms: 500 })
+  const raised = {
+    ...base,
+    processors: { attributes: { actions: [{ key: 'totalCost', action: 'update', value: 1e30 }] } },
+    service: { pipelines: { usage: { ...PIPELINE, processors: ['validate', 'attribution', 'attributes', 'pricing'] } } },
+  }
+  const m = await startMeterd(t, { config: raised })
   const key = await m.key()
   const acked: string[] = []
   await post(t, m.url, key, 2, 20, acked)
-  // A client's totalCost of $10^30 is valid JSON, stored and counted by meterd; ClickHouse's
-  // Decimal128(12) holds 26 digits before the point and refuses it ("Decimal value is too big").
-  const huge = completion({ totalCost: 1e30 })
+  const huge = completion({ totalCost: 1 })
   const around = [completion(), completion(), huge, completion(), completion()]
   const res = await call(`${m.url}/meter/v2/ai/completions`, { key, body: around })
   t.equal(res.status, 201, 'meterd stores the record')

@@ -68,3 +68,43 @@ t.test('a charset other than UTF-8 is a 415 naming it', async (t) => {
     t.equal(res.status, 201, type)
   }
 })
+
+t.test('a cost the client sends is at most 10^9 USD, as prices are: past it a 400 naming the field, nothing stored', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  for (const [path, body, param] of [
+    [C, completion({ totalCost: 1e300 }), 'totalCost'],
+    [C, completion({ inputTokenCost: 1000000000.5 }), 'inputTokenCost'],
+    [C, completion({ outputTokenCost: 1e26 }), 'outputTokenCost'],
+    [C, completion({ cacheReadTokenCost: 1e10 }), 'cacheReadTokenCost'],
+    [C, completion({ cacheCreationTokenCost: 1e10 }), 'cacheCreationTokenCost'],
+    [T, toolEvent({ costUsd: 1e300 }), 'costUsd'],
+  ] as const) {
+    const res = await call(m.url + path, { key, body })
+    t.equal(res.status, 400, param)
+    t.match(res.body.error, { type: 'invalid_request_error', code: 'invalid_field', param, message: /at most 1000000000/ }, param)
+  }
+  t.equal((await call(m.url + LIST, { key })).body.page.totalElements, 0, 'none of them stored')
+  const summary = await call(`${m.url}/profitstream/v2/api/analytics/summary?from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z`, { key })
+  t.equal(summary.body.period.cost, '0', 'no analytics sum carries them')
+  const bound = await call(m.url + C, { key, body: completion({ totalCost: 1e9 }) })
+  t.equal(bound.status, 201, 'a cost of 10^9 is taken')
+  t.equal((await call(m.url + LIST, { key })).body._embedded.aICompletionMetricResourceList[0].cost.total, '1000000000')
+})
+
+t.test('a UTF-8 byte order mark before the JSON is ignored (RFC 8259 §8.1), on REST and OTLP/JSON alike', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const sent = completion()
+  const res = await call(m.url + C, { key, raw: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify(sent))]), headers: JSON_TYPE })
+  t.equal(res.status, 201, 'a BOM before a record')
+  const stored = (await call(`${m.url}${LIST}?transactionId=${sent.transactionId}`, { key })).body._embedded.aICompletionMetricResourceList
+  t.equal(stored.length, 1, 'stored once')
+  const otlp = await call(m.url + '/meter/v2/otlp/v1/traces', { key, raw: '\ufeff{"resourceSpans":[]}', headers: JSON_TYPE })
+  t.equal(otlp.status, 200, 'a BOM before an OTLP/JSON export')
+  const twice = await call(m.url + C, { key, raw: '\ufeff\ufeff' + JSON.stringify(completion()), headers: JSON_TYPE })
+  t.equal(twice.status, 400, 'only one mark, at the start')
+  t.equal(twice.body.error.code, 'malformed_json')
+  const inside = await call(m.url + C, { key, raw: '[\ufeff' + JSON.stringify(completion()) + ']', headers: JSON_TYPE })
+  t.equal(inside.body.error.code, 'malformed_json', 'a mark inside the JSON is still refused')
+})

@@ -81,3 +81,25 @@ t.test('a team belongs to one account; keys create says which account it used', 
   t.equal(new KeyStore(store).list().filter((k) => k.team === 'team-b').length, 3, 'no key was made for the refused call')
   await t.rejects(new KeyStore(store).create({ team: 'x'.repeat(256), scopes: ['admin'] }), /1 to 255 characters/, 'team names are bounded: they are part of every index key')
 })
+
+t.test('a team that reads the same as an existing one but is other code points is refused, naming both spellings', async (t) => {
+  const dir = tempDir('meterd-identity-')
+  t.teardown(() => removeDir(dir))
+  const cli = (...args: string[]) =>
+    run(process.execPath, [join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'keys', 'create', ...args], { env: { ...process.env, METERD_DATA_DIR: dir } })
+  const composed = 'caf\u00e9'
+  const decomposed = 'cafe\u0301'
+  await cli('--team', composed, '--account', 'acme', '--scopes', 'metering:write', '--init')
+  // Before, this made a second team "café" in account "evil", which no listing told apart from acme's.
+  const refused = await cli('--team', decomposed, '--account', 'evil', '--scopes', 'metering:write').then(
+    () => undefined,
+    (err) => err,
+  )
+  t.ok(refused, 'refused')
+  t.match(refused.stderr, /reads the same as the existing team .* \(cafeU\+0301, not cafU\+00E9\)/)
+  const again = JSON.parse((await cli('--team', composed, '--scopes', 'analytics:read', '--json')).stdout)
+  t.match(again, { team: composed, account: 'acme' }, 'the existing spelling still gets keys')
+  const store = new Store({ path: dir })
+  t.teardown(() => store.close())
+  t.same(new KeyStore(store).list().map((k) => k.team), [composed, composed], 'no key was made for the look-alike')
+})

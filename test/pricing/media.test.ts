@@ -63,6 +63,13 @@ t.test('media records are validated like completions, with their own counts', as
   t.same([missing.body.error.code, missing.body.error.param], ['missing_field', 'model'])
   const negative = await call(`${m.url}/meter/v2/ai/video`, { key, body: { ...goVideo, durationSeconds: -1 } })
   t.same([negative.status, negative.body.error.param], [400, 'durationSeconds'])
+  // Priced per second, 1e300 was stored with a 301-digit cost; the seconds are bounded as the counts are.
+  for (const field of ['durationSeconds', 'requestedDurationSeconds']) {
+    const huge = await call(`${m.url}/meter/v2/ai/video`, { key, body: { ...goVideo, transactionId: `huge-${field}`, [field]: 1e300 } })
+    t.same([huge.status, huge.body.error.code, huge.body.error.param], [400, 'invalid_field', field], `${field} 1e300`)
+    t.match(huge.body.error.message, /at most 9007199254740991/)
+  }
+  t.equal((await call(`${API}/video`.replace(/^/, m.url), { key })).body.page.totalElements, 0, 'nothing stored')
   const fraction = await post({ ...openaiNodeImage, actualImageCount: 1.5 })
   t.same([fraction.status, fraction.body.error.param], [400, 'actualImageCount'])
   t.equal((await post({ ...openaiNodeImage, transactionId: 'no-stop-reason', stopReason: undefined })).status, 201, 'stopReason is optional here')

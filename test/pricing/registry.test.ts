@@ -137,6 +137,26 @@ t.test('Enabled state machine: disabled → 201, not priced, not counted; enable
   t.equal((await postEvent(m, key, event('sw'))).cost.total, '0', 'C(2) − C(1): the disabled event was not counted')
 })
 
+t.test('a quantity past 10^15 for a priced element is a 400 naming it; nothing is stored or counted', async (t) => {
+  const m = await startPricing(t)
+  const key = await m.key()
+  await createTool(m, key, toolBody('q', { name: 'bytes', aggregationType: 'SUM', unitPrice: 1 }))
+  for (const [what, bytes] of [['1e300', 1e300], ['1e16', 1e16], ['a numeric string past it', '1000000000000000.5'], ['one in exponent form', '1e30']] as const) {
+    const res = await call(`${m.url}/meter/v2/tool/events`, { key, body: event('q', { usageMetadata: { bytes } }) })
+    t.equal(res.status, 400, `${what}: 400`)
+    t.match(res.body.error, { type: 'invalid_request_error', code: 'invalid_field', param: 'usageMetadata.bytes', message: /at most 1000000000000000/ }, what)
+  }
+  const batch = await call(`${m.url}/meter/v2/tool/events`, { key, body: [event('q', { usageMetadata: { bytes: 1 } }), event('q', { usageMetadata: { bytes: 1e20 } })] })
+  t.match(batch.body.error, { code: 'invalid_field', param: '[1].usageMetadata.bytes' }, 'in a batch, with its index')
+  const stored = await call(`${m.url}/profitstream/v2/api/sources/metrics/tool/events`, { key })
+  t.equal(stored.body.page.totalElements, 0, 'nothing stored, the good event of the batch neither')
+  // The period moved by none of them: the next event's cost is its own quantity's.
+  t.equal((await postEvent(m, key, event('q', { usageMetadata: { bytes: 1e15 } }))).cost.total, '1000000000000000', 'the bound itself is taken')
+  t.equal((await postEvent(m, key, event('q', { usageMetadata: { bytes: 2 } }))).cost.total, '2', 'and the period sum stays exact after it')
+  const other = await postEvent(m, key, event('q', { usageMetadata: { bytes: 1, unrelated: 1e300 } }))
+  t.equal(other.cost.total, '1', 'a value no element counts may be as large as it likes')
+})
+
 t.test('tools declared in YAML: configSource YAML, PUT makes MERGED, DELETE refused', async (t) => {
   const m = await startPricing(t, {
     extensions: {

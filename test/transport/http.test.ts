@@ -95,6 +95,47 @@ t.test('a request without Host gets a 400 in the error shape', async (t) => {
   t.match(http10, /^HTTP\/1\.1 200 /, 'HTTP/1.0 needs no Host')
 })
 
+t.test('an Expect other than 100-continue gets a 417 in the error shape, and nothing is stored', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const body = JSON.stringify(completion())
+  const head = (expect: string) =>
+    `POST ${C} HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\ncontent-type: application/json\r\nExpect: ${expect}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`
+  const out = await rawRequest(m.url, head('something-else') + body)
+  t.match(out, /^HTTP\/1\.1 417 /)
+  t.match(out, /content-type: application\/json/i)
+  t.match(JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)), {
+    error: { type: 'invalid_request_error', code: 'expectation_failed', param: 'Expect', message: /Expect: something-else is not supported/, doc_url: 'http://x/docs/errors#expectation_failed' },
+  })
+  const list = await call(m.url + '/profitstream/v2/api/sources/metrics/ai/completions', { key })
+  t.equal(list.body.page.totalElements, 0, 'nothing stored')
+  // Read to the close: rawRequest would stop after the interim 100, which has no body.
+  const cont = await new Promise<string>((resolve, reject) => {
+    let got = ''
+    const socket = connect(Number(new URL(m.url).port), '127.0.0.1')
+    socket.on('data', (d) => (got += d))
+    socket.on('end', () => resolve(got))
+    socket.on('error', reject)
+    socket.write(head('100-continue') + body)
+  })
+  t.match(cont, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /, '100-continue still works')
+})
+
+t.test('headers past 16 KiB get a 431 in the error shape, not a 400 saying the HTTP is malformed', async (t) => {
+  const m = await startMeterd(t)
+  for (const [what, headers] of [
+    ['one long header', `X-Big: ${'a'.repeat(20_000)}\r\n`],
+    ['very many headers', Array.from({ length: 3000 }, (_, i) => `X-H${i}: 1\r\n`).join('')],
+  ] as const) {
+    const out = await rawRequest(m.url, `GET /healthz HTTP/1.1\r\nHost: x\r\n${headers}Connection: close\r\n\r\n`)
+    t.match(out, /^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/, what)
+    t.match(JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)), { error: { type: 'invalid_request_error', code: 'headers_too_large', doc_url: /\/docs\/errors#headers_too_large$/ } }, what)
+  }
+  const bad = await rawRequest(m.url, 'GET /healthz HTTP/1.1\r\nHost x\r\n\r\n')
+  t.match(bad, /^HTTP\/1\.1 400 /, 'a malformed header line is still bad_http')
+  t.match(bad, /"code":"bad_http"/)
+})
+
 t.test('ids in paths longer than any id are refused before any store sees them', async (t) => {
   const m = await startMeterd(t)
   const key = await m.key()
@@ -111,6 +152,26 @@ t.test('ids in paths longer than any id are refused before any store sees them',
   }
   const fine = await call(`${m.url}/profitstream/v2/api/tools/${'x'.repeat(300)}`, { key })
   t.equal(fine.status, 404, 'a long id that fits is simply not found')
+})
+
+t.test('an id in a path that is not valid percent-encoding is a 400 naming it, not a 404 saying there is no such route', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  for (const [method, path, param] of [
+    ['GET', '/profitstream/v2/api/tools/%FF', 'id'],
+    ['DELETE', '/profitstream/v2/api/tools/%', 'id'],
+    ['GET', '/profitstream/v2/api/tools/by-tool-id/%E0%A4%A', 'toolId'],
+    ['PUT', '/profitstream/v2/api/export-configurations/a%zz', 'id'],
+    ['GET', '/profitstream/v2/api/analytics/traces/%C0%AF', 'traceId'],
+  ]) {
+    const res = await call(m.url + path, { key, method, ...(method === 'PUT' ? { body: {} } : {}) })
+    t.equal(res.status, 400, `${method} ${path}`)
+    t.match(res.body.error, { type: 'invalid_request_error', code: 'invalid_parameter', param, message: /not valid percent-encoding/ }, path)
+  }
+  t.equal((await call(`${m.url}/profitstream/v2/api/tools/%FF`)).status, 401, 'without a key: 401 first, as every route')
+  const escaped = await call(`${m.url}/profitstream/v2/api/tools/%25`, { key })
+  t.equal(escaped.status, 404, 'an escaped % is an id like any other')
+  t.equal(escaped.body.error.code, 'resource_not_found')
 })
 
 t.test('a query parameter a route reads, given twice with different values, is a 400 naming it; unknown ones stay ignored', async (t) => {

@@ -38,11 +38,20 @@ function oneOf<T extends string>(v: unknown, allowed: readonly T[], field: strin
   return found
 }
 
-/** A finite decimal, sent as a JSON number or a decimal string. */
+/**
+ * The largest threshold in size: more than any cost (prices are at most 10^9), count or percentage
+ * a rule measures. Past 10^21 the answers' JSON number showed an exponent, and a decimal string
+ * past 10^308 read back as null (the rule compared with a threshold the client could not see).
+ */
+export const MAX_THRESHOLD = '1000000000000000'
+
+/** A finite decimal of at most MAX_THRESHOLD in size, sent as a JSON number or a decimal string. */
 function decimal(v: unknown, field: string): string {
   const ok = (typeof v === 'number' && Number.isFinite(v)) || (typeof v === 'string' && /^-?\d+(\.\d+)?$/.test(v.trim()))
-  if (!ok) throw invalid('invalid_field', `${field} must be a number (or a decimal string)`, field)
-  return new Decimal(typeof v === 'number' ? String(v) : (v as string).trim()).toString()
+  const d = ok ? new Decimal(typeof v === 'number' ? String(v) : (v as string).trim()) : undefined
+  if (d === undefined || d.abs().gt(MAX_THRESHOLD))
+    throw invalid('invalid_field', `${field} must be a number (or a decimal string) from -${MAX_THRESHOLD} to ${MAX_THRESHOLD}`, field)
+  return d.toString()
 }
 
 function text(v: unknown, field: string, max: number, required: boolean): string {

@@ -1,7 +1,7 @@
 import type { Tool } from '../tools/tool.js'
 import { toolPriceVersion } from '../tools/tool.js'
 import type { Cost, ToolRecord } from '../../model/usage-record.js'
-import { ZERO, dec, money, moneyOfUnits, unitsOfMoney } from './money.js'
+import { Decimal, ZERO, dec, money, moneyOfUnits, parseQuantity, unitsOfMoney } from './money.js'
 import type { Applied, ToolCharge } from '../../ports/tiers.js'
 import { periodOf, type BillingPeriod } from './aggregates.js'
 
@@ -47,6 +47,32 @@ export function toolCharge(r: ToolRecord, tool: Tool, o: ToolPricingOptions): To
     elements: tool.pricing.elements,
     usageMetadata: r.body.usageMetadata ?? undefined,
   }
+}
+
+/**
+ * The most one tool event may bring to a SUM, AVERAGE or MAXIMUM element. With prices at most
+ * 10^9 (money.ts) an event's cost stays under 10^24, which ClickHouse's Decimal128(12) holds, and
+ * the period aggregates stay exact; past it 1e300 was priced at a 301-digit cost, and the events
+ * after it in the period added nothing (a sum that large keeps 60 significant digits). Past 2^53
+ * a JSON number is not even the quantity the client counted.
+ */
+export const MAX_QUANTITY = 1e15
+
+/** The usageMetadata value past MAX_QUANTITY that an element of the tool would count, as a 400's param and message. */
+export function quantityTooLarge(r: ToolRecord, tool: Tool): { param: string; message: string } | undefined {
+  const meta = r.body.usageMetadata
+  if (meta === undefined || meta === null) return undefined
+  for (const el of tool.pricing.elements) {
+    if (el.aggregationType === 'COUNT' || el.aggregationType === 'DISTINCT' || !Object.hasOwn(meta, el.name)) continue
+    const v = meta[el.name]
+    // A number compares as it is; a numeric string (rare) is read as parseQuantity reads it.
+    const tooLarge = typeof v === 'number' ? v > MAX_QUANTITY : typeof v === 'string' && (parseQuantity(v)?.gt(MAX_QUANTITY) ?? false)
+    if (tooLarge) {
+      const param = `usageMetadata.${el.name}`
+      return { param, message: `${param} must be at most ${new Decimal(MAX_QUANTITY).toFixed()}, the most one event may count towards the price of ${el.name}` }
+    }
+  }
+  return undefined
 }
 
 /** The record's cost from what its charge moved: Σ C(after) − C(before), or the client's costUsd. */

@@ -59,6 +59,9 @@ function randomToken(n: number): string {
 
 export const hashKey = (key: string): string => hash('sha256', key, 'hex')
 
+/** A name's characters beyond ASCII as U+XXXX, so that two names that look the same can be told apart. */
+const codePoints = (name: string): string => [...name].map((c) => (c.charCodeAt(0) < 0x80 ? c : `U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`)).join('')
+
 export function parseScopes(list: string): Scope[] {
   const scopes = list.split(',').map((s) => s.trim()).filter(Boolean)
   for (const s of scopes) if (!SCOPES.includes(s as Scope)) throw new Error(`unknown scope "${s}" (scopes: ${SCOPES.join(', ')})`)
@@ -127,6 +130,17 @@ export class KeyStore {
   }
 
   /**
+   * An existing team that reads the same as `team` but is other code points (`café` composed, and
+   * `cafe` + U+0301): its name, else undefined. Two such teams would be two data boundaries, and
+   * accounts, that no listing tells apart.
+   */
+  private lookalikeOf(team: string): string | undefined {
+    const nfc = team.normalize('NFC')
+    for (const { value } of this.byHash.getRange({})) if (value.team !== team && value.team.normalize('NFC') === nfc) return value.team
+    return undefined
+  }
+
+  /**
    * Creates a key and returns it: the only time the key itself exists outside the caller. A team
    * belongs to one account (docs/architecture.md, Identity): a key for a team already used under
    * another account is refused.
@@ -157,6 +171,11 @@ export class KeyStore {
       this.byHash.transaction(() => {
         if (this.byHash.get(digest)) throw new Error('this key already exists')
         const owner = this.accountOf(k.team)
+        const lookalike = owner === undefined ? this.lookalikeOf(k.team) : undefined
+        if (lookalike !== undefined)
+          throw new Error(
+            `team "${k.team}" reads the same as the existing team "${lookalike}" but is written with other Unicode code points (${codePoints(k.team)}, not ${codePoints(lookalike)}): use the existing team's spelling, or a name that reads differently`,
+          )
         if (owner !== undefined && k.account === undefined) {
           record.account = owner
           choice = 'team'

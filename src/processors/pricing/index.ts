@@ -3,6 +3,7 @@ import { isAbsolute, join, resolve } from 'node:path'
 import { Type, type Static } from '@sinclair/typebox'
 import type { CreateSettings, Host, ProcessorFactory } from '../../host/component.js'
 import { unitOf, type Batch, type Consumer } from '../../core/consumer.js'
+import { PermanentError } from '../../core/errors.js'
 import { PACKAGE_ROOT } from '../../core/paths.js'
 import { sharedCounter, tally, type Tally } from '../../core/telemetry.js'
 import type { Counted, ToolCharge } from '../../ports/tiers.js'
@@ -13,7 +14,7 @@ import type { ToolRecord, UsageRecord } from '../../model/usage-record.js'
 import { ToolAggregates } from '../../domain/pricing/aggregates.js'
 import { MediaPriceBook, priceMedia } from '../../domain/pricing/media-price-book.js'
 import { PriceBook, priceCompletion, ratesTooLarge, type ModelOverride } from '../../domain/pricing/price-book.js'
-import { SCOPE_DIMENSIONS, disabledTool, toolCharge, toolCost, unknownTool, type ToolPricingOptions } from '../../domain/pricing/tool-pricing.js'
+import { SCOPE_DIMENSIONS, disabledTool, quantityTooLarge, toolCharge, toolCost, unknownTool, type ToolPricingOptions } from '../../domain/pricing/tool-pricing.js'
 
 const Price = Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: '^\\d+(\\.\\d+)?$' })], {
   description: 'USD per million tokens, at most 1000000000 (a number or a decimal string)',
@@ -134,6 +135,7 @@ export class PricingProcessor implements Consumer {
     const book = this.book!
     let charges: ToolCharge[] | undefined
     let pending: { r: ToolRecord; tool: Tool }[] | undefined
+    this.refuseQuantitiesTooLarge(batch)
     for (const r of batch.items) {
       if (r.kind === 'completion') {
         r.cost = priceCompletion(book, r.body)
@@ -180,6 +182,20 @@ export class PricingProcessor implements Consumer {
     }
     this.settings.metrics.accepted(batch.items.length)
     return this.next.consume(batch)
+  }
+
+  /** A 400 for a batch in which an event would count a quantity past MAX_QUANTITY; before anything is priced or counted. */
+  private refuseQuantitiesTooLarge(batch: Batch<UsageRecord>): void {
+    for (let i = 0; i < batch.items.length; i++) {
+      const r = batch.items[i]
+      if (r.kind !== 'tool' || !r.body.usageMetadata) continue
+      const tool = this.registry!.byToolId(r.caller.team, r.body.toolId)
+      const tooLarge = tool?.enabled ? quantityTooLarge(r, tool) : undefined
+      if (tooLarge) {
+        this.settings.metrics.refused(batch.items.length)
+        throw new PermanentError(tooLarge.message, 'invalid_field', tooLarge.param, batch.items.length > 1 ? i : undefined)
+      }
+    }
   }
 
   /**

@@ -118,12 +118,16 @@ export function jsonCharsetProblem(header: string | undefined): string | undefin
 }
 
 /**
- * Parses JSON, refusing input nested deeper than `maxDepth` (before it can reach recursive code),
- * bytes that are not UTF-8 and strings holding a lone surrogate (`"\ud800"`): neither can be
- * stored as the text the client meant (each would become U+FFFD).
+ * Parses JSON (after a leading byte order mark), refusing input nested deeper than `maxDepth`
+ * (before it can reach recursive code), bytes that are not UTF-8 and strings holding a lone
+ * surrogate (`"\ud800"`): neither can be stored as the text the client meant (each would become
+ * U+FFFD).
  */
 export function parseJson(buf: Buffer, maxDepth: number): unknown {
-  const text = buf.toString('utf8')
+  let text = buf.toString('utf8')
+  // A UTF-8 byte order mark before the JSON (what .NET and PowerShell write) is ignored, as
+  // RFC 8259 §8.1 allows; JSON.parse would refuse it as an unexpected token.
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1)
   // Bytes that are not UTF-8 decode to U+FFFD, so a text without one came from UTF-8 and the
   // native check of every byte is needed only when there is one (a one-byte string, the usual
   // body, cannot hold it: that indexOf answers at once).

@@ -15,6 +15,8 @@ export interface Placed {
 export interface Match<R extends Placed> {
   readonly route: R
   readonly params: Record<string, string>
+  /** A parameter whose segment is not valid percent-encoding (`%FF`, a bare `%`): its name; its value is the raw segment. */
+  readonly malformed?: string
 }
 
 /**
@@ -96,33 +98,37 @@ export class Router<R extends Placed> {
     const exact = this.exact.get(method)?.get(path)
     if (exact) return exact
     const params: Record<string, string> = {}
-    const node = walk(this.root, split(path), 0, params)
+    const malformed: string[] = []
+    const node = walk(this.root, split(path), 0, params, malformed)
     if (node && node.handlers.size > 0) {
       const route = node.handlers.get(method) ?? (method === 'HEAD' ? node.handlers.get('GET') : undefined)
-      return route ? { route, params } : node.notAllowed!
+      if (!route) return node.notAllowed!
+      return malformed.length === 0 ? { route, params } : { route, params, malformed: malformed[0] }
     }
     for (const f of this.families) if (path === f.prefix || path.startsWith(f.under)) return f.miss
     return this.outside
   }
 }
 
-function walk<R extends Placed>(node: Node<R>, segs: string[], i: number, params: Record<string, string>): Node<R> | undefined {
+/** The node of segs[i..], filling params; a parameter that does not decode is kept raw and named in `malformed` (the route answers it 400, not 404). */
+function walk<R extends Placed>(node: Node<R>, segs: string[], i: number, params: Record<string, string>, malformed: string[]): Node<R> | undefined {
   if (i === segs.length) return node
   const s = node.statics.get(segs[i])
   if (s) {
-    const found = walk(s, segs, i + 1, params)
+    const found = walk(s, segs, i + 1, params, malformed)
     if (found && found.handlers.size) return found
   }
   if (node.param) {
-    let value: string
+    let value: string | undefined
     try {
       value = decodeURIComponent(segs[i])
     } catch {
-      return undefined
+      value = undefined
     }
-    const found = walk(node.param.node, segs, i + 1, params)
+    const found = walk(node.param.node, segs, i + 1, params, malformed)
     if (found && found.handlers.size) {
-      params[node.param.name] = value
+      params[node.param.name] = value ?? segs[i]
+      if (value === undefined) malformed.push(node.param.name)
       return found
     }
   }

@@ -126,8 +126,23 @@ export class HttpServer {
     // Malformed HTTP never reaches a handler; answer it in the error shape and move on.
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       if (!socket.writable || err.code === 'ECONNRESET') return socket.destroy()
-      const body = JSON.stringify(new ApiError(400, 'invalid_request_error', 'bad_http', 'malformed HTTP request').body(originOf(undefined, socket as Socket)))
-      socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+      // Headers past Node's limit (16 KiB) are well-formed HTTP, too large: 431 says which to shrink.
+      const error =
+        err.code === 'HPE_HEADER_OVERFLOW'
+          ? new ApiError(431, 'invalid_request_error', 'headers_too_large', 'the request headers are larger than 16 KiB in all')
+          : new ApiError(400, 'invalid_request_error', 'bad_http', 'malformed HTTP request')
+      const status = error.status === 431 ? '431 Request Header Fields Too Large' : '400 Bad Request'
+      const body = JSON.stringify(error.body(originOf(undefined, socket as Socket)))
+      socket.end(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+    })
+    // An Expect other than 100-continue never reaches a handler either: Node answers it 417
+    // with an empty body, which a client cannot read an error from.
+    server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+      const expect = String(req.headers.expect).slice(0, 100)
+      const err = new ApiError(417, 'invalid_request_error', 'expectation_failed', `Expect: ${expect} is not supported; only 100-continue is`, { param: 'Expect' })
+      const body = JSON.stringify(err.body(originOf(req.headers.host, req.socket)))
+      res.writeHead(417, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' })
+      res.end(body)
     })
     this.server = server
     await new Promise<void>((resolve, reject) => {
@@ -217,6 +232,8 @@ export class HttpServer {
       }
       return errorReply(new ApiError(404, 'not_found_error', 'route_not_found', `no route ${ctx.method} ${ctx.path}`))
     }
+    if (found.malformed !== undefined)
+      return errorReply(invalid('invalid_parameter', `${found.malformed} is not valid percent-encoding: a % must start %XX escapes of UTF-8 bytes`, found.malformed))
     const params = found.params
     for (const name in params) {
       if (Buffer.byteLength(params[name]) > MAX_PATH_PARAM_BYTES)

@@ -5,10 +5,14 @@ import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { AggregatorRegistry } from 'prom-client'
 import { isClusterMessage, type ClusterMessage } from './bus.js'
+import { cgroupCpuQuota } from './cpus.js'
 
-/** `server.workers`: `auto` is one worker per core (at least 1), capped at 64. */
-export function workerCount(setting: 'auto' | number): number {
-  if (setting === 'auto') return Math.max(1, Math.min(64, availableParallelism()))
+/**
+ * `server.workers`: `auto` is one worker per core (at least 1), no more than the cgroup's CPU quota
+ * rounded up (a container's CPU limit), capped at 64. `quota` is for tests.
+ */
+export function workerCount(setting: 'auto' | number, quota: number | undefined = cgroupCpuQuota()): number {
+  if (setting === 'auto') return Math.max(1, Math.min(64, availableParallelism(), Math.ceil(quota ?? Infinity)))
   return setting
 }
 

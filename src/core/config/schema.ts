@@ -68,7 +68,7 @@ export const ServerSchema = Type.Object(
     workers: Type.Union([Type.Literal('auto'), Type.Integer({ minimum: 1, maximum: 64 })], {
       default: 'auto',
       description:
-        'Processes serving the same listeners over the one data directory: auto = one per core; 1 = a single process. Limits, dedup, tiers and the webhook queue stay exact across them (docs/deployment.md)',
+        'Processes serving the same listeners over the one data directory: auto = one per core, no more than the CPU limit of its container (cgroup quota) rounded up; 1 = a single process. Limits, dedup, tiers and the webhook queue stay exact across them (docs/deployment.md)',
     }),
     supervisor_timeout_seconds: Type.Integer({
       default: 10,

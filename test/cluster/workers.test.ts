@@ -23,11 +23,17 @@ t.setTimeout(300_000)
 
 t.test('the rate limit is the machine\'s, not each worker\'s', async (t) => {
   const d = await twoWorkers(t, { extensions: { ratelimit: { backend: 'memory', limits: { metering: 20, analytics: 100, platform: 100 } } } })
-  // Start at the beginning of a second, so the whole burst falls in one window.
-  while (Date.now() % 1000 > 50) await sleep(5)
-  const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => send(d.url, C, { body: completion({ transactionId: `rl-${i}` }) })))
-  const window = new Set(answers.map((a) => a.headers['x-ratelimit-reset']))
-  t.equal(window.size, 1, 'one window')
+  // Start at the beginning of a second, so the whole burst falls in one window. A machine loaded
+  // far past its cores can take longer than a second over 60 requests: the burst is then sent
+  // again in a later window (each window is counted afresh), at most three times.
+  let answers: Answer[] = []
+  for (let attempt = 0; attempt < 3; attempt++) {
+    while (Date.now() % 1000 > 50) await sleep(5)
+    answers = await Promise.all(Array.from({ length: 60 }, (_, i) => send(d.url, C, { body: completion({ transactionId: `rl-${attempt}-${i}` }) })))
+    if (new Set(answers.map((a) => a.headers['x-ratelimit-reset'])).size === 1) break
+    await sleep(1000)
+  }
+  t.equal(new Set(answers.map((a) => a.headers['x-ratelimit-reset'])).size, 1, 'one window')
   t.equal(answers.filter((a) => a.status === 201).length, 20, 'exactly the limit is admitted across both workers')
   t.equal(answers.filter((a) => a.status === 429).length, 40, 'the rest is refused')
   t.equal(await d.stop('SIGTERM'), 0, 'SIGTERM drains both workers and exits 0')

@@ -1,6 +1,7 @@
 import cluster, { type Worker } from 'node:cluster'
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
+import { createConnection } from 'node:net'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { AggregatorRegistry } from 'prom-client'
@@ -201,21 +202,52 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
 /**
  * The directory of the workers' sockets to each other (peers.ts): one only this user can enter,
  * named after the supervisor's pid. It goes when the supervisor exits; one left by a supervisor
- * that was killed (kill -9) is removed by the next one started.
+ * that was killed (kill -9) is removed by a later start (sweepPeerDirs).
  */
 function makePeerDir(): string {
   const base = tmpdir()
-  for (const name of readdirSync(base)) {
+  void sweepPeerDirs(base)
+  return mkdtempSync(join(base, `meterd-workers-${process.pid}-`))
+}
+
+/**
+ * Removes the socket directories of supervisors that are gone. A pid that this process cannot
+ * see is not enough: a daemon in another PID namespace (a container sharing /tmp, `unshare -p`)
+ * has pids this one does not know, and removing its live directory broke its workers' sockets.
+ * So a directory goes only when its pid is not alive here and none of its sockets accepts a
+ * connection. Runs in the background: nothing waits for it.
+ */
+async function sweepPeerDirs(base: string): Promise<void> {
+  let names: string[]
+  try {
+    names = readdirSync(base)
+  } catch {
+    return
+  }
+  for (const name of names) {
     const m = /^meterd-workers-(\d+)-/.exec(name)
-    if (m && !alive(Number(m[1]))) {
-      try {
-        rmSync(join(base, name), { recursive: true, force: true })
-      } catch {
-        // Another user's: not ours to remove.
-      }
+    if (!m || alive(Number(m[1]))) continue
+    const dir = join(base, name)
+    try {
+      const sockets = readdirSync(dir).filter((f) => f.endsWith('.sock'))
+      if ((await Promise.all(sockets.map((f) => listening(join(dir, f))))).some(Boolean)) continue
+      rmSync(dir, { recursive: true, force: true })
+    } catch {
+      // Another user's (not ours to read or remove), or gone meanwhile.
     }
   }
-  return mkdtempSync(join(base, `meterd-workers-${process.pid}-`))
+}
+
+/** Whether a Unix socket accepts a connection (its owner is alive, wherever its pid is seen). */
+function listening(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const c = createConnection(path)
+    c.once('connect', () => {
+      c.destroy()
+      resolve(true)
+    })
+    c.once('error', () => resolve(false))
+  })
 }
 
 function alive(pid: number): boolean {

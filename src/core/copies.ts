@@ -2,7 +2,9 @@
  * The copies of one request's items that went down several pipelines at once (a routing
  * connector's `match_once: false`, a receiver or connector feeding several pipelines), so that a
  * component those pipelines share takes each item once: an exporter reached by two routes stores,
- * counts and sends the record once, not once per route (src/host/fanout.ts, takeOnce).
+ * counts and sends the record once, not once per route (src/host/fanout.ts, takeOnce). A
+ * component in each of the pipelines that must act once per record (pricing's tier moves,
+ * src/processors/pricing/copies.ts) shares one result among the copies (recall, remember).
  *
  * Made only by a fan-out that copies an item, and kept on the request's context
  * (BatchContext.copies): a request whose items each go one way carries none, and the components

@@ -44,7 +44,9 @@ export function applyOnce(
 
 /** One record's move of its charge's aggregates in Redis, shared by the copies of the record. */
 interface SharedMove {
+  /** The count() the record's charge was part of, and its index there. */
   counted: Promise<Counted>
+  index: number
   /** Given back already (by the processor of another copy): never twice. */
   givenBack: boolean
 }
@@ -52,10 +54,11 @@ interface SharedMove {
 /**
  * SharedTierQuantities.count for a batch carrying copies (gateway). The pipelines price at once,
  * so a record's move is remembered as soon as it is asked for, and a copy priced meanwhile waits
- * for that same move. Each record is counted on its own (the copies path only): a copy whose
- * request then fails gives back the moves of the records it priced, whichever pipeline counted
- * them, and each move is given back once. When a count fails (Redis is gone) the batch fails,
- * after giving back (`giveBack`) the moves it counted itself: none of its records went on.
+ * for that same move. The records no copy has moved yet are counted together, as without copies.
+ * A copy whose request then fails unstored gives back the moves of the records it priced,
+ * whichever pipeline counted them, and each move once (Counted.giveBack's `only`). When a count
+ * fails (Redis is gone) the batch fails, after giving back (`giveBack`) what it counted itself:
+ * none of its records went on.
  */
 export async function countOnce(
   tiers: SharedTierQuantities,
@@ -66,21 +69,27 @@ export async function countOnce(
   giveBack: (counted: Counted) => Promise<void>,
 ): Promise<Counted> {
   const moves: SharedMove[] = []
+  const fresh: ToolCharge[] = []
   const own: SharedMove[] = []
+  let settle!: { resolve(c: Counted): void; reject(err: unknown): void }
+  const counted = new Promise<Counted>((resolve, reject) => (settle = { resolve, reject }))
+  // A failed count is thrown below, and read by every copy that awaits it.
+  counted.catch(() => {})
   for (let i = 0; i < charges.length; i++) {
     const key = movesOf(charges[i])
     let move = copies.recall<SharedMove>(records[i].r, key)
     if (move === undefined) {
-      move = { counted: tiers.count([charges[i]], now), givenBack: false }
-      // A failed count is read (and thrown) by every copy that awaits it below.
-      move.counted.catch(() => {})
+      move = { counted, index: fresh.length, givenBack: false }
       copies.remember(records[i].r, key, move)
+      fresh.push(charges[i])
       own.push(move)
     }
     moves.push(move)
   }
+  if (fresh.length) tiers.count(fresh, now).then(settle.resolve, settle.reject)
+  else settle.resolve(NOTHING_COUNTED)
   try {
-    const applied = await Promise.all(moves.map((m) => m.counted.then((c) => c.applied[0])))
+    const applied = await Promise.all(moves.map((m) => m.counted.then((c) => c.applied[m.index])))
     return { applied, giveBack: () => giveBackMoves(moves) }
   } catch (err) {
     await giveBack({ applied: [], giveBack: () => giveBackMoves(own) })
@@ -88,15 +97,24 @@ export async function countOnce(
   }
 }
 
-/** Gives back the moves not given back yet, the latest first (each is exact when nothing moved its aggregate since). */
+const NOTHING_COUNTED: Counted = { applied: [], giveBack: async () => {} }
+
+/** Gives back the moves not given back yet: those of one count() together (exact as without copies). */
 async function giveBackMoves(moves: readonly SharedMove[]): Promise<void> {
-  let failed: unknown
-  for (let i = moves.length - 1; i >= 0; i--) {
-    const m = moves[i]
+  const byCount = new Map<Promise<Counted>, number[]>()
+  for (const m of moves) {
     if (m.givenBack) continue
     m.givenBack = true
-    const counted = await m.counted.catch(() => undefined)
-    if (counted) await counted.giveBack().catch((err) => void (failed ??= err))
+    const list = byCount.get(m.counted)
+    if (list) list.push(m.index)
+    else byCount.set(m.counted, [m.index])
   }
-  if (failed !== undefined) throw failed
+  const results = await Promise.allSettled(
+    [...byCount].map(async ([counted, only]) => {
+      const c = await counted.catch(() => undefined) // a failed count moved nothing (it gave its moves back itself)
+      if (c) await c.giveBack(only)
+    }),
+  )
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+  if (failed) throw failed.reason
 }

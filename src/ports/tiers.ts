@@ -38,8 +38,11 @@ export interface Counted {
    * of the same request on any replica); otherwise COUNT, SUM and AVERAGE are moved back by this
    * request's own contribution and a MAXIMUM or a DISTINCT value another event may have been
    * priced against stays. Rejects with the 503 `shared_state_unavailable` when the shared store is gone.
+   *
+   * `only`: the indexes of the charges whose moves go back, the others' staying (a record priced in
+   * several pipelines, src/processors/pricing/copies.ts). A move is given back once, whatever asks.
    */
-  giveBack(): Promise<void>
+  giveBack(only?: readonly number[]): Promise<void>
 }
 
 /**

@@ -117,4 +117,24 @@ if (!haveRedis) {
     t.equal(units.nv, 1)
     t.equal((await read(shared, ELEMENTS[4])).sum, '2', 'AVERAGE: the other event only')
   })
+
+  t.test('giving back some charges of a count (a record priced in several pipelines): theirs go, once; the others stay', async (t) => {
+    const server = await startRedis()
+    t.teardown(() => server.stop())
+    const redis = new Redis(server.url)
+    t.teardown(() => redis.disconnect())
+    const q = new RedisTierQuantities(redis, 'part:', new Outage(pino({ level: 'silent' }), server.url, { inc() {} }))
+    const scope = ['part']
+    const sumOf = async (): Promise<Aggregate> => JSON.parse((await redis.hget(`part:agg:${JSON.stringify([...scope, 'units'])}`, 'a'))!) as Aggregate
+    const charge = (i: number, units: number): ToolCharge => ({ recordId: `r${i}`, scope, elements: [ELEMENTS[0]], usageMetadata: { units } })
+    await q.apply([charge(0, 1)], 0)
+    const counted = await q.count([charge(1, 10), charge(2, 100), charge(3, 1000)], 0)
+    // The first and the last: the middle one, set between them, stays counted.
+    await counted.giveBack([0, 2])
+    t.same([(await sumOf()).sum, (await sumOf()).n], ['101', 2], 'the first and last charges are given back; the middle one stays')
+    await counted.giveBack([2])
+    t.equal((await sumOf()).sum, '101', 'a move goes back once')
+    await counted.giveBack()
+    t.same([(await sumOf()).sum, (await sumOf()).n, (await sumOf()).nv], ['1', 1, 1], 'the rest: back to the event before the request')
+  })
 }

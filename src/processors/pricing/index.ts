@@ -15,6 +15,7 @@ import { ToolAggregates } from '../../domain/pricing/aggregates.js'
 import { MediaPriceBook, priceMedia } from '../../domain/pricing/media-price-book.js'
 import { PriceBook, priceCompletion, ratesTooLarge, type ModelOverride } from '../../domain/pricing/price-book.js'
 import { SCOPE_DIMENSIONS, disabledTool, quantityTooLarge, toolCharge, toolCost, unknownTool, type ToolPricingOptions } from '../../domain/pricing/tool-pricing.js'
+import { applyOnce, countOnce } from './copies.js'
 
 const Price = Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: '^\\d+(\\.\\d+)?$' })], {
   description: 'USD per million tokens, at most 1000000000 (a number or a decimal string)',
@@ -153,10 +154,14 @@ export class PricingProcessor implements Consumer {
       }
       this.count(r)
     }
+    // Set when the request's records went down several pipelines: each moves the tiers once (./copies.ts).
+    const copies = batch.ctx.copies
     if (charges && pending && this.host!.shared) {
       // Gateway cluster: the aggregates are shared in Redis and move before the record is stored
       // (docs/deployment.md). A failure to reach Redis fails the request (503), nothing priced twice.
-      const counted = await this.host!.shared.tiers.count(charges, this.host!.now())
+      const tiers = this.host!.shared.tiers
+      const now = this.host!.now()
+      const counted = copies === undefined ? await tiers.count(charges, now) : await countOnce(tiers, copies, charges, pending, now, this.giveBack)
       pending.forEach(({ r, tool }, i) => {
         r.cost = toolCost(r, tool, counted.applied[i])
         this.count(r)
@@ -173,7 +178,7 @@ export class PricingProcessor implements Consumer {
       const toolRecords = pending
       const dedupWindowMs = batch.ctx.dedupWindowMs
       unitOf(batch, this.host!.store).add(() => {
-        const applied = aggregates.applyInTransaction(toolCharges, now, dedupWindowMs)
+        const applied = copies === undefined ? aggregates.applyInTransaction(toolCharges, now, dedupWindowMs) : applyOnce(aggregates, copies, toolCharges, toolRecords, now, dedupWindowMs)
         toolRecords.forEach(({ r, tool }, i) => {
           r.cost = toolCost(r, tool, applied[i])
           this.count(r)
@@ -212,15 +217,17 @@ export class PricingProcessor implements Consumer {
     } catch (err) {
       const unit = batch.ctx.unit
       const stored = unit !== undefined && (await unit.commit().then(() => true, () => false))
-      if (!stored) {
-        await counted.giveBack().catch((e) => {
-          this.givenBackFailed.inc()
-          this.settings.logger.error({ err: e }, 'a failed request\'s tier quantities could not be given back: they stay counted in the period')
-        })
-      }
+      if (!stored) await this.giveBack(counted)
       throw err
     }
   }
+
+  /** Gives a failed request's tier moves back; a give-back that fails is logged and counted, not thrown. */
+  private readonly giveBack = (counted: Counted): Promise<void> =>
+    counted.giveBack().catch((e) => {
+      this.givenBackFailed.inc()
+      this.settings.logger.error({ err: e }, 'a failed request\'s tier quantities could not be given back: they stay counted in the period')
+    })
 
   private count(r: UsageRecord): void {
     const c = r.cost!

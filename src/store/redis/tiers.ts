@@ -53,6 +53,8 @@ type Scripted = Redis & {
 /** One element's move by one event, as set in Redis: what giving it back needs. */
 interface Moved extends Move {
   key: string
+  /** The index of the charge that made it, in its count() call. */
+  charge: number
   before: Aggregate
   /** The aggregate's version this move set. */
   version: number
@@ -92,10 +94,10 @@ export class RedisTierQuantities implements SharedTierQuantities {
     // Every move that was set, in the order it was set (a charge that fails midway has moved some).
     const moved: Moved[] = []
     const outcomes = await Promise.allSettled(
-      charges.map(async (c) => {
+      charges.map(async (c, i) => {
         const applied: Applied = { parts: {}, quantities: {} }
         for (const el of c.elements) {
-          const m = await this.queued(JSON.stringify([...c.scope, el.name]), (key) => this.move(key, el, c.usageMetadata?.[el.name]))
+          const m = await this.queued(JSON.stringify([...c.scope, el.name]), (key) => this.move(key, el, c.usageMetadata?.[el.name], i))
           moved.push(m)
           applied.parts[el.name] = m.step.part
           applied.quantities[el.name] = m.step.quantity
@@ -103,7 +105,7 @@ export class RedisTierQuantities implements SharedTierQuantities {
         return applied
       }),
     )
-    const giveBack = () => this.giveBack(moved)
+    const giveBack = (only?: readonly number[]) => this.giveBack(moved, only)
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected')
     if (failed) {
       await giveBack().catch(() => undefined)
@@ -112,15 +114,24 @@ export class RedisTierQuantities implements SharedTierQuantities {
     return { applied: outcomes.map((o) => (o as PromiseFulfilledResult<Applied>).value), giveBack }
   }
 
-  /** Takes a request's moves back, per aggregate, queued behind this replica's later moves of it. */
-  private async giveBack(moved: Moved[]): Promise<void> {
+  /**
+   * Takes a request's moves back (those of the charges `only` names, else all), per aggregate,
+   * queued behind this replica's later moves of it. Each move goes back once.
+   */
+  private async giveBack(moved: Moved[], only?: readonly number[]): Promise<void> {
     const byKey = new Map<string, Moved[]>()
+    const staying: Moved[] = []
     for (const m of moved) {
+      if (only && !only.includes(m.charge)) {
+        staying.push(m)
+        continue
+      }
       const list = byKey.get(m.key)
       if (list) list.push(m)
       else byKey.set(m.key, [m])
     }
     moved.length = 0 // once
+    moved.push(...staying)
     await Promise.all([...byKey].map(([key, moves]) => this.queued(key, () => this.unmove(key, moves))))
   }
 
@@ -133,8 +144,10 @@ export class RedisTierQuantities implements SharedTierQuantities {
     await this.outage.guard(async () => {
       for (;;) {
         const [version, json] = await this.redis.meterdAggRead(agg, set, '')
-        // Nobody moved it since: back to where this request found it, exactly.
-        if (version === last.version) {
+        // Nobody moved it since, nor between these moves (their versions follow on; a move of
+        // the request that stays, or another replica's, would sit between): back to where this
+        // request found it, exactly.
+        if (version === last.version && last.version - first.version === moves.length - 1) {
           if ((await this.redis.meterdAggGiveBack(agg, set, version, JSON.stringify(first.before), TTL_MS, ...added)) === 1) return
           continue
         }
@@ -171,7 +184,7 @@ export class RedisTierQuantities implements SharedTierQuantities {
     return run
   }
 
-  private async move(key: string, el: PricingElement, raw: unknown): Promise<Moved> {
+  private async move(key: string, el: PricingElement, raw: unknown, charge: number): Promise<Moved> {
     const agg = `${this.prefix}agg:${key}`
     const set = `${this.prefix}aggd:${key}`
     const token = el.aggregationType === 'DISTINCT' && raw !== undefined && raw !== null ? distinctToken(raw) : ''
@@ -182,7 +195,7 @@ export class RedisTierQuantities implements SharedTierQuantities {
         const fresh = token !== '' && member === 0
         const m = el.aggregationType === 'DISTINCT' ? moveDistinct(el, before, fresh) : moveAggregate(el, before, raw)
         if ((await this.redis.meterdAggCas(agg, set, version, JSON.stringify(m.after), token, TTL_MS)) === 1)
-          return { ...m, key, before, version: version + 1, added: fresh ? token : '' }
+          return { ...m, key, charge, before, version: version + 1, added: fresh ? token : '' }
       }
     })
   }

@@ -63,19 +63,28 @@ export function toIsoUtc(v: string): string {
 const str = (max = 1024) => Type.String({ maxLength: max, expected: `a string of at most ${max} characters` })
 const opt = <T extends TSchema>(s: T) => Type.Optional(Type.Union([s, Type.Null()], { expected: `${(s as any).expected} or null` }))
 const count = () => Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, expected: 'a non-negative integer' })
-const amount = () => Type.Number({ minimum: 0, expected: 'a non-negative number' })
+/**
+ * A non-negative number bounded as the counts are (2^53 - 1): unbounded, 1e300 was taken. Seconds a
+ * media price is charged by: so that with a price of at most 10^9 per second the cost stays within
+ * ClickHouse's Decimal128(12) (1e300 was priced at a 301-digit cost). Durations in ms
+ * (requestDuration, durationMs, timeToFirstToken, mediationLatency): about 285,000 years, past any
+ * real call.
+ */
+const bounded = (unit: string) =>
+  Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, expected: `a non-negative number of at most ${Number.MAX_SAFE_INTEGER}${unit}` })
+const billedSeconds = () => bounded(' (seconds)')
+const millis = () => bounded(' (ms)')
 /**
  * A cost the client sends, which replaces the computed one: bounded as prices are (MAX_PRICE in
  * domain/pricing/money.ts, 10^9 USD). Unbounded, 1e300 was stored as a 301-digit cost that every
  * analytics sum of the team then carried, and that ClickHouse's Decimal128(12) cannot hold.
  */
-/**
- * Seconds a media price is charged by: bounded as the counts are, so that with a price of at most
- * 10^9 per second the cost stays within ClickHouse's Decimal128(12); 1e300 was priced at a
- * 301-digit cost.
- */
-const billedSeconds = () => Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, expected: `a non-negative number of at most ${Number.MAX_SAFE_INTEGER}` })
 const clientCost = () => Type.Number({ minimum: 0, maximum: 1e9, expected: 'a non-negative number of at most 1000000000 (USD)' })
+/**
+ * costMultiplier is stored as sent and applied to no cost; bounded as a client's cost is, so that
+ * were it applied to one (at most 10^9) the product would stay within Decimal128(12).
+ */
+const factor = () => Type.Number({ minimum: 0, maximum: 1e9, expected: 'a non-negative number of at most 1000000000' })
 const bool = () => Type.Boolean({ expected: 'a boolean' })
 const time = () => Type.String({ format: 'date-time', expected: 'an ISO-8601 date-time such as 2026-11-21T23:55:47.661Z' })
 const oneOf = (values: readonly string[]) =>
@@ -107,7 +116,7 @@ export const CompletionSchema = Type.Object(
     requestTime: time(),
     completionStartTime: time(),
     responseTime: time(),
-    requestDuration: amount(),
+    requestDuration: millis(),
     isStreamed: opt(bool()),
     costType: opt(str(32)),
     transactionId: opt(Type.String({ minLength: 1, maxLength: 255, expected: 'a string of 1 to 255 characters' })),
@@ -144,12 +153,12 @@ export const CompletionSchema = Type.Object(
     cacheCreationTokenCost: opt(clientCost()),
     cacheReadTokenCost: opt(clientCost()),
     totalCost: opt(clientCost()),
-    costMultiplier: opt(amount()),
+    costMultiplier: opt(factor()),
     billingSkipped: opt(bool()),
     skipReason: opt(oneOf(SKIP_REASONS)),
     pricingTier: opt(oneOf(['STANDARD', 'BATCH'])),
-    timeToFirstToken: opt(amount()),
-    mediationLatency: opt(amount()),
+    timeToFirstToken: opt(millis()),
+    mediationLatency: opt(millis()),
     temperature: opt(Type.Number({ expected: 'a number' })),
     errorReason: opt(str(4096)),
     errorCode: opt(Type.Integer({ expected: 'an integer' })),
@@ -169,7 +178,7 @@ export const ToolEventSchema = Type.Object(
     timestamp: time(),
     transactionId: opt(Type.String({ minLength: 1, maxLength: 255, expected: 'a string of 1 to 255 characters' })),
     operation: opt(str(255)),
-    durationMs: opt(amount()),
+    durationMs: opt(millis()),
     success: opt(bool()),
     errorMessage: opt(str(4096)),
     costUsd: opt(clientCost()),

@@ -115,6 +115,22 @@ t.test('accepted spellings: _TO operators, IN filters, budgets, change operators
   t.same(slack.body.slackConfigurations, [{ webhookUrl: 'https://hooks.slack.com/services/T/B/x' }, { webhookUrl: 'https://hooks.slack.com/services/T/B/y', channel: '#ops' }])
 })
 
+t.test('an explicit null threshold or enabled is taken as absent, as JSON clients send "not set"', async (t) => {
+  const { m } = await startAlertsMeterd(t)
+  const key = await m.key({ team: 'team-a' })
+  // Python's None and Go's nil pointers arrive as null; a budget without threshold was taken, one with threshold: null was a 400.
+  const budget = await call(alertsApi(m), { key, body: cliRule({ alertType: 'CUMULATIVE_USAGE', periodDuration: 'MONTHLY', threshold: null, budgetThreshold: 5000, currency: 'USD', enabled: null }) })
+  t.equal(budget.status, 201)
+  t.match(budget.body, { alertType: 'CUMULATIVE_USAGE', threshold: 5000, budgetThreshold: 5000, enabled: true })
+  const id = (await call(alertsApi(m), { key, body: cliRule({ threshold: 7, enabled: false }) })).body.id
+  const put = await call(`${alertsApi(m)}/${id}`, { key, method: 'PUT', body: { threshold: null, enabled: null, name: 'renamed' } })
+  t.equal(put.status, 200)
+  t.match(put.body, { threshold: 7, enabled: false, name: 'renamed' }, 'null keeps the rule’s own values')
+  const none = await call(alertsApi(m), { key, body: cliRule({ threshold: null }) })
+  t.equal(none.status, 400, 'a threshold is still needed where nothing else gives one')
+  t.match(none.body.error, { code: 'invalid_field', param: 'threshold' })
+})
+
 t.test('PUT replaces what it sends and keeps the rest; DELETE removes; another team sees nothing', async (t) => {
   const { m } = await startAlertsMeterd(t)
   const key = await m.key({ team: 'team-a' })

@@ -228,9 +228,10 @@ t.test('a stored duration past the range of dates leaves its trace with an end o
   const m = await startMeterd(t, { config: CONFIG, frozenNow: NOW })
   const key = await m.key({ team: 'team-a' })
   const time = iso(NOW - HOUR)
-  // REST (and OTLP) take any non-negative durationMs: 1e300 put the trace's end past a Date.
+  // REST takes a durationMs up to 2^53 - 1 ms (it took 1e300 before): added to a time of today it
+  // is past the last time a Date holds (8.64e15 ms), and put the trace's end past a Date.
   await seed(m, key, [
-    { kind: 'tool', time, cost: '0.01', toolId: 'slow-tool', traceId: 'trace-far', durationMs: 1e300 },
+    { kind: 'tool', time, cost: '0.01', toolId: 'slow-tool', traceId: 'trace-far', durationMs: Number.MAX_SAFE_INTEGER },
     { kind: 'completion', time, cost: '0.02', traceId: 'trace-far', durationMs: 500 },
     { kind: 'completion', time, cost: '0.03', traceId: 'trace-near', durationMs: 800 },
   ])
@@ -244,7 +245,7 @@ t.test('a stored duration past the range of dates leaves its trace with an end o
   const detail = await get(m, key, 'traces/trace-far')
   ok200(t, detail)
   t.match(detail.body, { start: time, end: null, completions: 1, toolEvents: 1 })
-  t.equal(detail.body.records.find((r: any) => r.kind === 'tool').durationMs, 1e300, 'the record keeps its duration as stored')
+  t.equal(detail.body.records.find((r: any) => r.kind === 'tool').durationMs, Number.MAX_SAFE_INTEGER, 'the record keeps its duration as stored')
 })
 
 t.test('money stays exact in sums far past what a double holds', async (t) => {

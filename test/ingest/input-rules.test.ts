@@ -92,6 +92,28 @@ t.test('a cost the client sends is at most 10^9 USD, as prices are: past it a 40
   t.equal((await call(m.url + LIST, { key })).body._embedded.aICompletionMetricResourceList[0].cost.total, '1000000000')
 })
 
+t.test('durations are at most 2^53 - 1 ms and costMultiplier at most 10^9: past them a 400 naming the field, nothing stored', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  // Each was taken at 1e300 (201) and stored.
+  for (const [path, body, param, bound] of [
+    [C, completion({ requestDuration: 1e300 }), 'requestDuration', /at most 9007199254740991 \(ms\)/],
+    [C, completion({ requestDuration: 2 ** 53 }), 'requestDuration', /at most 9007199254740991/],
+    [C, completion({ timeToFirstToken: 1e300 }), 'timeToFirstToken', /at most 9007199254740991/],
+    [C, completion({ mediationLatency: 1e20 }), 'mediationLatency', /at most 9007199254740991/],
+    [C, completion({ costMultiplier: 1e300 }), 'costMultiplier', /at most 1000000000/],
+    [T, toolEvent({ durationMs: 1e300 }), 'durationMs', /at most 9007199254740991 \(ms\)/],
+  ] as const) {
+    const res = await call(m.url + path, { key, body })
+    t.equal(res.status, 400, param)
+    t.match(res.body.error, { type: 'invalid_request_error', code: 'invalid_field', param, message: bound }, param)
+  }
+  t.equal((await call(m.url + LIST, { key })).body.page.totalElements, 0, 'none of them stored')
+  const fine = await call(m.url + C, { key, body: completion({ requestDuration: Number.MAX_SAFE_INTEGER, costMultiplier: 1.5, timeToFirstToken: 12.5 }) })
+  t.equal(fine.status, 201, 'at the bound, and fractions, are taken')
+  t.equal((await call(m.url + T, { key, body: toolEvent({ durationMs: 0.25 }) })).status, 201)
+})
+
 t.test('a UTF-8 byte order mark before the JSON is ignored (RFC 8259 §8.1), on REST and OTLP/JSON alike', async (t) => {
   const m = await startMeterd(t)
   const key = await m.key()

@@ -194,6 +194,38 @@ t.test('one admission: key in a header, in metadata or in a resource attribute; 
   t.ok(Number((RetryInfo.decode(st.details[0].value) as any).retryDelay.seconds) >= 1, 'with RetryInfo')
 })
 
+t.test('a span the connector refuses is named by its path in the request, as the decoder names the spans it refuses', async (t) => {
+  const { m } = await startOtlp(t)
+  const key = await m.key()
+  const good = fixture('traces-genai-openai.json').resourceSpans[0].scopeSpans[0].spans[0]
+  const negative = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203332', name: 'chat', attributes: [
+    { key: 'gen_ai.operation.name', value: { stringValue: 'chat' } }, { key: 'gen_ai.provider.name', value: { stringValue: 'openai' } },
+    { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o' } }, { key: 'gen_ai.usage.input_tokens', value: { intValue: '-3' } }] }
+  const badId = { traceId: 'nothex', spanId: '01', name: 'chat' }
+  // The connector said `span 1:` and `item 0:`: a place among the accepted spans, which no client can find.
+  const twoScopes = (second: unknown[]) => ({ resourceSpans: [{ scopeSpans: [{ spans: [good] }, { spans: second }] }] })
+  // The partial success's errorMessage, over HTTP/JSON or HTTP/protobuf.
+  const post = async (body: unknown, proto: boolean): Promise<{ status: number; message: string }> => {
+    if (!proto) {
+      const res = await call(`${m.url}/v2/otlp/v1/traces`, { key, body })
+      return { status: res.status, message: res.body?.partialSuccess?.errorMessage }
+    }
+    const res = await fetch(`${m.url}/v2/otlp/v1/traces`, { method: 'POST', body: Buffer.from(protoOf('traces', body)), headers: { 'x-api-key': key, 'content-type': 'application/x-protobuf' } })
+    const decoded = ExportTraceServiceResponse.decode(new Uint8Array(await res.arrayBuffer())) as any
+    return { status: res.status, message: decoded.partialSuccess?.errorMessage }
+  }
+  for (const proto of [false, true]) {
+    const how = proto ? 'protobuf' : 'JSON'
+    const { status: partialStatus, message } = await post(twoScopes([badId, negative]), proto)
+    t.equal(partialStatus, 200, `${how}: the good span stands`)
+    t.match(message, /resourceSpans\[0\]\.scopeSpans\[1\]\.spans\[0\]: traceId/, `${how}: the decoder's refusal`)
+    t.match(message, /resourceSpans\[0\]\.scopeSpans\[1\]\.spans\[1\]: gen_ai\.usage\.input_tokens must be a non-negative integer/, `${how}: the connector's refusal, by the same kind of path`)
+  }
+  const only = await call(`${m.url}/v2/otlp/v1/traces`, { key, body: { resourceSpans: [{ scopeSpans: [{ spans: [] }, { spans: [badId, negative] }] }] } })
+  t.equal(only.status, 400)
+  t.match(only.body.error, { code: 'invalid_otlp_items', message: /^resourceSpans\[0\]\.scopeSpans\[1\]\.spans\[1\]: gen_ai\.usage\.input_tokens.*; resourceSpans\[0\]\.scopeSpans\[1\]\.spans\[0\]: traceId/ }, 'every span refused: both named by path')
+})
+
 t.test('bad input: a 4xx or INVALID_ARGUMENT each, never a crash', async (t) => {
   const { m, grpc } = await startOtlp(t)
   const key = await m.key()

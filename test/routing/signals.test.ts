@@ -30,7 +30,7 @@ t.test('spans are routed by attribute; item rejections name the client’s span 
   const health = { traceId: 'e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1', spanId: '0000000000000b02', name: 'health check' }
   const res = await call(`${m.url}/v2/otlp/v1/traces`, { key, body: jsonSpans([plain, health, bad, good], [{ key: 'revenium.organization.name', value: { stringValue: 'AcmeOrg' } }]) })
   t.equal(res.status, 200, res.text)
-  t.match(res.body.partialSuccess, { rejectedSpans: 1, errorMessage: /^span 2: .*non-negative/ }, 'the rejected span is named by its index in the request, not in its route')
+  t.match(res.body.partialSuccess, { rejectedSpans: 1, errorMessage: /^resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[2\]: .*non-negative/ }, 'the rejected span is named by its path in the request, not its place in its route')
 
   const stored = await call(`${m.url}/profitstream/v2/api/sources/metrics/ai/completions`, { key })
   t.equal(stored.body.page.totalElements, 1, 'the good GenAI span became a usage record')

@@ -174,6 +174,27 @@ t.test('an id in a path that is not valid percent-encoding is a 400 naming it, n
   t.equal(escaped.body.error.code, 'resource_not_found')
 })
 
+t.test('a query parameter a route reads that is not valid percent-encoding is a 400 naming it, not a filter on U+FFFD or a literal %', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key({ team: 'team-a' })
+  const api = `${m.url}/profitstream/v2/api`
+  for (const [path, param] of [
+    ['/analytics/agents/cost?agent=%FF', 'agent'],
+    ['/analytics/agents/cost?agent=%', 'agent'],
+    ['/analytics/agents/cost?model=gpt%E0%A4%A', 'model'],
+    ['/tools/unpriced-events?toolId=a%zz', 'toolId'],
+    ['/tools?toolType=%C0%AF', 'toolType'],
+    ['/sources/metrics/ai/completions?from=%FF2026', 'from'],
+  ]) {
+    const res = await call(api + path, { key })
+    t.equal(res.status, 400, `${path}: 400`)
+    t.match(res.body.error, { type: 'invalid_request_error', code: 'invalid_parameter', param, message: /not valid percent-encoding/ }, `${path}: names ${param}`)
+  }
+  const escaped = await call(`${api}/analytics/agents/cost?agent=100%25%20sure`, { key })
+  t.equal(escaped.status, 200, 'an escaped % is a value like any other')
+  t.equal((await call(`${api}/tools?whatever=%FF`, { key })).status, 200, 'an unknown parameter, even malformed, is ignored')
+})
+
 t.test('a query parameter a route reads, given twice with different values, is a 400 naming it; unknown ones stay ignored', async (t) => {
   const m = await startMeterd(t, { config: { extensions: { ratelimit: { error_pattern: { enabled: false } } } } })
   const key = await m.key({ team: 'team-a' })

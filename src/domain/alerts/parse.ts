@@ -143,8 +143,9 @@ export function parseRule(body: unknown, current?: RuleFields): RuleFields {
   const operatorType = pick('operatorType', (v) => oneOf<OperatorType>(v, allowed, 'operatorType', OPERATOR_ALIASES), current?.operatorType, true)
   if (!allowed.includes(operatorType)) throw invalid('invalid_field', `operatorType must be one of ${allowed.join(', ')} for ${alertType} alerts`, 'operatorType')
   const budgetThreshold = pick('budgetThreshold', (v) => (v === undefined || v === null ? null : decimal(v, 'budgetThreshold')), current?.budgetThreshold ?? undefined)
-  // A budget names its amount in budgetThreshold; the CLI's budget command sends both.
-  const threshold = has('threshold')
+  // A budget names its amount in budgetThreshold; the CLI's budget command sends both. An explicit
+  // null is "not set" (Python's None, Go's nil pointer), as DESIGN's input rules take it: absent.
+  const threshold = has('threshold') && body.threshold !== null
     ? decimal(body.threshold, 'threshold')
     : budgetThreshold !== null && alertType === 'CUMULATIVE_USAGE'
       ? budgetThreshold
@@ -168,7 +169,7 @@ export function parseRule(body: unknown, current?: RuleFields): RuleFields {
   const enabled = pick(
     'enabled',
     (v) => {
-      if (v === undefined) return true
+      if (v === undefined || v === null) return current?.enabled ?? true
       if (typeof v !== 'boolean') throw invalid('invalid_field', 'enabled must be a boolean', 'enabled')
       return v
     },

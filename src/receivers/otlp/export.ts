@@ -3,7 +3,7 @@ import type { ComponentMetrics } from '../../core/telemetry.js'
 import type { Batch } from '../../core/consumer.js'
 import { PermanentError, invalid } from '../../core/errors.js'
 import type { Caller } from '../../model/usage-record.js'
-import { itemCount, rejectionMessage, type DecodedRequest, type OtlpSignal } from '../../transport/otlp/batch.js'
+import { itemCount, itemPath, rejectionMessage, type DecodedRequest, type OtlpSignal } from '../../transport/otlp/batch.js'
 
 /** What an export came to, for either transport's answer. */
 export interface ExportOutcome {
@@ -51,12 +51,16 @@ async function exportParts(caller: Caller, parts: DecodedRequest[], { receiver, 
         try {
           await next[d.signal]!.consume(batch)
         } catch (err) {
-          // Every usage item refused: say so with the decoder's refusals too.
-          if (err instanceof PermanentError && err.code === 'invalid_otlp_items' && d.rejected.length)
-            throw new PermanentError(`${err.message}; ${rejectionMessage(d.rejected)}`, err.code, err.param)
-          throw err
+          if (!(err instanceof PermanentError) || err.code !== 'invalid_otlp_items') throw err
+          // Every usage item refused: say so naming the items by their paths in the request, as the
+          // decoder names those it refused (the connector knows only their places in its batch).
+          const refusals = batch.ctx.rejected ?? []
+          const first = refusals[0]
+          const more = refusals.length > 1 ? ` (and ${refusals.length - 1} more)` : ''
+          const message = first ? `${itemPath(d, first.index)}: ${first.message}${more}` : err.message
+          throw new PermanentError(d.rejected.length ? `${message}; ${rejectionMessage(d.rejected)}` : message, err.code, err.param, err.index)
         }
-      for (const r of batch.ctx.rejected ?? []) reasons.push({ path: `${d.signal === 'traces' ? 'span' : 'log record'} ${r.index}`, message: r.message })
+      for (const r of batch.ctx.rejected ?? []) reasons.push({ path: itemPath(d, r.index), message: r.message })
       outcome.processed += itemCount(d) - (batch.ctx.rejected?.length ?? 0)
     }
     if (reasons.length) {

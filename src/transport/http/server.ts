@@ -37,15 +37,39 @@ export interface RequestContext extends AdmissionRequest {
  * `?size=5&size=500` would otherwise be read as whichever one the route happens to take,
  * silently. The same value twice is no question (the Go CLI appends `teamId` to every URL,
  * which may already carry it). Only the parameters a route reads are judged, so unknown ones
- * stay ignored, as metering routes need.
+ * stay ignored, as metering routes need. A value read that is not valid percent-encoding is
+ * refused the same way, naming it.
  */
 export class Query extends URLSearchParams {
+  /** Names whose value, as sent, is not valid percent-encoding (`%FF`, a bare `%`); URLSearchParams would read U+FFFD or a literal `%`. */
+  private readonly malformed = new Set<string>()
+
+  constructor(search: string) {
+    super(search)
+    for (const pair of search.replace(/^\?/, '').split('&')) {
+      const eq = pair.indexOf('=')
+      if (eq < 0) continue
+      try {
+        decodeURIComponent(pair.slice(eq + 1))
+      } catch {
+        for (const [name] of new URLSearchParams(pair.slice(0, eq) + '=')) this.malformed.add(name)
+      }
+    }
+  }
+
   override get(name: string): string | null {
-    const all = super.getAll(name)
+    const all = this.getAll(name)
     if (all.length === 0) return null
     for (let i = 1; i < all.length; i++)
       if (all[i] !== all[0]) throw invalid('invalid_parameter', `${name} is given more than once, with different values`, name)
     return all[0]
+  }
+
+  /** A parameter a route reads whose value is not valid percent-encoding is a 400 naming it, as an id in a path is. */
+  override getAll(name: string): string[] {
+    if (this.malformed.has(name))
+      throw invalid('invalid_parameter', `${name} is not valid percent-encoding: a % must start %XX escapes of UTF-8 bytes`, name)
+    return super.getAll(name)
   }
 }
 

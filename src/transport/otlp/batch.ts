@@ -15,6 +15,11 @@ interface DecodedBase {
   /** Items refused one by one; the rest of the request stands (OTLP partial success). */
   rejected: ItemRejection[]
   /**
+   * Where each accepted item was (spans: every accepted span, read or not), as resource, scope and
+   * item index, three numbers an item: a pipeline's refusal names the item by its path (itemPath).
+   */
+  places?: number[]
+  /**
    * API keys found in the resource attributes named by DecodeOptions.apiKeyAttributes, distinct,
    * in order. Those attributes are removed from the items, so a key is never stored or forwarded.
    */
@@ -52,6 +57,14 @@ export interface DecodeOptions {
    * others are checked as every span is (ids, the message itself) and counted, not decoded.
    */
   spans?: SpanInterest
+}
+
+/** The path of accepted item `k` (`resourceSpans[0].scopeSpans[0].spans[1]`), as the decoder names the items it refuses. */
+export function itemPath(d: DecodedRequest, k: number): string {
+  const p = d.places
+  if (d.signal === 'metrics' || !p || 3 * k + 2 >= p.length) return `item ${k}`
+  const [r, s, i] = [p[3 * k], p[3 * k + 1], p[3 * k + 2]]
+  return d.signal === 'traces' ? `resourceSpans[${r}].scopeSpans[${s}].spans[${i}]` : `resourceLogs[${r}].scopeLogs[${s}].logRecords[${i}]`
 }
 
 /** How many items a decoded request holds (spans, log records or metric data points). */

@@ -31,15 +31,16 @@ function listOf(v: unknown, name: string): unknown[] {
 }
 
 export function decodeTracesJson(body: unknown, opts: DecodeOptions = {}): DecodedTraces {
-  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, rejected: [], apiKeys: [] }
+  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, rejected: [], apiKeys: [], places: [] }
   const resources = requestOf(body, 'resourceSpans', 'ExportTraceServiceRequest')
   for (let r = 0; r < resources.length; r++) {
     const at = `resourceSpans[${r}]`
-    eachScope(out.rejected, at, resources[r], 'scopeSpans', opts, out.apiKeys, (resource, scope, ss, sAt) => {
+    eachScope(out.rejected, at, resources[r], 'scopeSpans', opts, out.apiKeys, (resource, scope, ss, sAt, s) => {
       const spans = listOf(ss.spans, 'spans')
       for (let i = 0; i < spans.length; i++) {
         try {
           out.items.push(spanItem(resource, scope, spans[i]))
+          out.places!.push(r, s, i)
         } catch (err) {
           reject(out.rejected, err, `${sAt}.spans[${i}]`)
         }
@@ -68,15 +69,16 @@ function readOnly(out: DecodedTraces, prefixes: readonly string[]): void {
 }
 
 export function decodeLogsJson(body: unknown, opts: DecodeOptions = {}): DecodedLogs {
-  const out: DecodedLogs = { signal: 'logs', items: [], rejected: [], apiKeys: [] }
+  const out: DecodedLogs = { signal: 'logs', items: [], rejected: [], apiKeys: [], places: [] }
   const resources = requestOf(body, 'resourceLogs', 'ExportLogsServiceRequest')
   for (let r = 0; r < resources.length; r++) {
     const at = `resourceLogs[${r}]`
-    eachScope(out.rejected, at, resources[r], 'scopeLogs', opts, out.apiKeys, (resource, scope, sl, sAt) => {
+    eachScope(out.rejected, at, resources[r], 'scopeLogs', opts, out.apiKeys, (resource, scope, sl, sAt, s) => {
       const records = listOf(sl.logRecords, 'logRecords')
       for (let i = 0; i < records.length; i++) {
         try {
           out.items.push(logItem(resource, scope, records[i]))
+          out.places!.push(r, s, i)
         } catch (err) {
           reject(out.rejected, err, `${sAt}.logRecords[${i}]`)
         }
@@ -118,7 +120,7 @@ function eachScope(
   scopesField: string,
   opts: DecodeOptions,
   keys: string[],
-  visit: (resource: OtlpResource, scope: OtlpScope, scopeJson: Json, scopeAt: string) => void,
+  visit: (resource: OtlpResource, scope: OtlpScope, scopeJson: Json, scopeAt: string, s: number) => void,
 ): void {
   let resource: OtlpResource
   let scopes: unknown[]
@@ -134,7 +136,7 @@ function eachScope(
     try {
       const sv = scopes[s]
       if (!isObject(sv)) throw new ItemError('must be an object')
-      visit(resource, scopeOf(sv.scope), sv, sAt)
+      visit(resource, scopeOf(sv.scope), sv, sAt, s)
     } catch (err) {
       reject(rejected, err, sAt)
     }

@@ -43,7 +43,7 @@ export function decodeTracesProto(buf: Uint8Array, opts: DecodeOptions = {}): De
       }
   }
   const req = decodeRequest(ExportTraceServiceRequest, buf, 'ExportTraceServiceRequest')
-  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, rejected: [], apiKeys: [] }
+  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, rejected: [], apiKeys: [], places: [] }
   const keys = opts.spans?.attributePrefixes
   if (keys) out.positions = []
   const resources = req.resourceSpans as Message[]
@@ -64,6 +64,7 @@ export function decodeTracesProto(buf: Uint8Array, opts: DecodeOptions = {}): De
             out.items.push(item)
             out.positions!.push(out.accepted)
           }
+          out.places!.push(r, s, i)
           out.accepted++
         } catch (err) {
           reject(out.rejected, err, `resourceSpans[${r}].scopeSpans[${s}].spans[${i}]`)
@@ -129,7 +130,7 @@ function prefixBytes(prefixes: readonly string[]): Uint8Array[] {
 
 /** The items of a scanned request: protobufjs decodes the resources and the spans read; the others are checked. */
 function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions): DecodedTraces {
-  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, positions: [], rejected: [], apiKeys: [] }
+  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, positions: [], rejected: [], apiKeys: [], places: [] }
   const t = scanned.spans
   // One reader over the request; each part is decoded in place, as protobufjs decodes a nested message.
   const reader = protobuf.Reader.create(buf)
@@ -163,6 +164,7 @@ function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions):
             checkIdBytes(buf, t[at + 5], t[at + 6], 8, 'spanId', true)
             checkIdBytes(buf, t[at + 7], t[at + 8], 8, 'parentSpanId', false)
           }
+          out.places!.push(r, s, i)
           out.accepted++
         } catch (err) {
           reject(out.rejected, err, `resourceSpans[${r}].scopeSpans[${s}].spans[${i}]`)
@@ -175,7 +177,7 @@ function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions):
 
 export function decodeLogsProto(buf: Uint8Array, opts: DecodeOptions = {}): DecodedLogs {
   const req = decodeRequest(ExportLogsServiceRequest, buf, 'ExportLogsServiceRequest')
-  const out: DecodedLogs = { signal: 'logs', items: [], rejected: [], apiKeys: [] }
+  const out: DecodedLogs = { signal: 'logs', items: [], rejected: [], apiKeys: [], places: [] }
   const resources = req.resourceLogs as Message[]
   for (let r = 0; r < resources.length; r++) {
     const rl = resources[r]
@@ -203,6 +205,7 @@ export function decodeLogsProto(buf: Uint8Array, opts: DecodeOptions = {}): Deco
             },
           }
           out.items.push(item)
+          out.places!.push(r, s, i)
         } catch (err) {
           reject(out.rejected, err, `resourceLogs[${r}].scopeLogs[${s}].logRecords[${i}]`)
         }

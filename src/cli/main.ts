@@ -13,6 +13,7 @@ import { PACKAGE_ROOT } from '../core/paths.js'
 import { Service } from '../host/service.js'
 import { StartupError, dataDirFailure } from '../core/startup-error.js'
 import { createTelemetry } from '../core/telemetry.js'
+import { returnStartupMemoryWhileIdle } from '../core/idle-memory.js'
 import { LeaseTable } from '../extensions/ratelimit/cluster.js'
 import type { Store } from '../store/store.js'
 import { quietLmdbWriteLoopErrors, surviveCommitFailures } from '../store/commit-failures.js'
@@ -244,6 +245,7 @@ async function run(files: string[]): Promise<number> {
     loud()
   }
   bus?.ready()
+  returnStartupMemoryWhileIdle()
   return await new Promise<number>(() => undefined) // runs until a signal
 }
 

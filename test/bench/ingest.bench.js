@@ -102,8 +102,8 @@ const lmdbServer = await spawnScript(LMDB_SERVER, { env: { DIR: join(scratch, 'l
 try {
   await new Promise((r) => setTimeout(r, 1000))
   const justStarted = rssMiB(meterd.pid)
-  // Idle means idle: V8's memory reducer returns start-up garbage (config and price-book parsing)
-  // after several seconds without work, so sample once it has had the chance.
+  // Idle means idle: V8's memory reducer returns the young generation start-up grew about 9 s
+  // after start when no work comes (src/core/idle-memory.ts), so sample once it has run.
   await new Promise((r) => setTimeout(r, 12_000))
   const idle = rssMiB(meterd.pid)
   await cannon({ url: bare.url, requests: requests('-'), duration: 1 }) // warm-up

@@ -17,6 +17,16 @@ import { openReplica, within } from '../helpers/gateway.js'
 
 const price = (p: string) => ({ pricing: { currency: 'USD', elements: [{ name: 'calls', aggregationType: 'COUNT', tiersMode: 'volume', unitPrice: p, tiers: [] }] } })
 
+/** A replica's export configurations and alert rules, shared through the Redis at `redisUrl`. */
+async function configReplica(t: Parameters<typeof openReplica>[0], dataDir: string, redisUrl: string) {
+  const { store, shared } = await openReplica(t, dataDir, redisUrl)
+  const configs = new ExportConfigStore(store, new SecretBox('k'.repeat(32)))
+  await configs.share(shared.tables)
+  const alerts = new AlertStore(store)
+  await alerts.share(shared.tables)
+  return { configs, alerts }
+}
+
 if (!haveRedis) {
   t.skip('redis-server is not installed (apt-get install redis-server); the gateway tests need a real one')
 } else {
@@ -72,14 +82,7 @@ if (!haveRedis) {
     t.teardown(() => redis.stop())
     const dir = tempDir('meterd-tables-')
     t.teardown(() => removeDir(dir))
-    const replica = async (name: string) => {
-      const { store, shared } = await openReplica(t, join(dir, name), redis.url)
-      const configs = new ExportConfigStore(store, new SecretBox('k'.repeat(32)))
-      await configs.share(shared.tables)
-      const alerts = new AlertStore(store)
-      await alerts.share(shared.tables)
-      return { configs, alerts }
-    }
+    const replica = (name: string) => configReplica(t, join(dir, name), redis.url)
     const x = await replica('x')
     const y = await replica('y')
     const at = new Date().toISOString()
@@ -183,14 +186,7 @@ if (!haveRedis) {
     t.teardown(() => redis.stop())
     const dir = tempDir('meterd-tables-')
     t.teardown(() => removeDir(dir))
-    const replica = async (name: string) => {
-      const { store, shared } = await openReplica(t, join(dir, name), redis.url)
-      const configs = new ExportConfigStore(store, new SecretBox('k'.repeat(32)))
-      await configs.share(shared.tables)
-      const alerts = new AlertStore(store)
-      await alerts.share(shared.tables)
-      return { configs, alerts }
-    }
+    const replica = (name: string) => configReplica(t, join(dir, name), redis.url)
     const x = await replica('x')
     const y = await replica('y')
     const at = new Date().toISOString()

@@ -153,6 +153,18 @@ export class Store implements Environment {
   }
 
   /**
+   * Whether a team holds `max` rows of `db` already (rows whose value names it as `team`): the
+   * per-team limit, counted inside the write transaction that would add one more, so creations on
+   * several workers at once stop at the limit. A scan of the table, which such limits keep small.
+   */
+  teamHolds<V extends { team: string }>(db: Database<V, any>, team: string, max: number): boolean {
+    if (max === Infinity) return false
+    let held = 0
+    for (const { value } of db.getRange({})) if (value.team === team && ++held >= max) return true
+    return false
+  }
+
+  /**
    * Replaces the value `read` of a key with `value`, in the transaction that checks it is still
    * that value, and resolves once durable. `gone` when the key was removed meanwhile (an update
    * that read its row while a delete committed must not bring the row back); `changed`, with the

@@ -121,10 +121,7 @@ export class AlertStore {
     } else {
       const stored = await this.store.durable(
         this.store.root.transaction(() => {
-          if (maxPerTeam !== Infinity) {
-            let held = 0
-            for (const { value } of this.rules.getRange({})) if (value.team === rule.team && ++held >= maxPerTeam) return false
-          }
+          if (this.store.teamHolds(this.rules, rule.team, maxPerTeam)) return false
           this.rules.put(rule.id, rule)
           return true
         }),

@@ -130,10 +130,7 @@ export class ExportConfigStore implements ConfigurationSource {
     } else {
       const created = await this.store.durable(
         this.store.root.transaction(() => {
-          if (maxPerTeam !== Infinity) {
-            let held = 0
-            for (const { value } of this.configs.getRange({})) if (value.team === c.team && ++held >= maxPerTeam) return false
-          }
+          if (this.store.teamHolds(this.configs, c.team, maxPerTeam)) return false
           this.configs.put(c.id, c)
           if (signing) this.signing.put(c.id, signing)
           return true

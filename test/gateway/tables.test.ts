@@ -17,6 +17,14 @@ import { openReplica, within } from '../helpers/gateway.js'
 
 const price = (p: string) => ({ pricing: { currency: 'USD', elements: [{ name: 'calls', aggregationType: 'COUNT', tiersMode: 'volume', unitPrice: p, tiers: [] }] } })
 
+/** A replica's tool registry, shared through the Redis at `redisUrl`, with its store and shared tables. */
+async function toolReplica(t: Parameters<typeof openReplica>[0], dataDir: string, redisUrl: string) {
+  const { store, shared } = await openReplica(t, dataDir, redisUrl)
+  const tools = new ToolRegistry(store)
+  await tools.share(shared.tables)
+  return { store, tools, tables: shared.tables as unknown as { resyncAll(): Promise<void> } }
+}
+
 /** A replica's export configurations and alert rules, shared through the Redis at `redisUrl`. */
 async function configReplica(t: Parameters<typeof openReplica>[0], dataDir: string, redisUrl: string) {
   const { store, shared } = await openReplica(t, dataDir, redisUrl)
@@ -35,13 +43,8 @@ if (!haveRedis) {
     t.teardown(() => redis.stop())
     const dir = tempDir('meterd-tables-')
     t.teardown(() => removeDir(dir))
-    const replica = async (name: string) => {
-      // resync_seconds far apart: the test runs the resyncs itself, amid the messages.
-      const { store, shared } = await openReplica(t, join(dir, name), redis.url)
-      const tools = new ToolRegistry(store)
-      await tools.share(shared.tables)
-      return { store, tools, tables: shared.tables as unknown as { resyncAll(): Promise<void> } }
-    }
+    // resync_seconds far apart: the test runs the resyncs itself, amid the messages.
+    const replica = (name: string) => toolReplica(t, join(dir, name), redis.url)
     const x = await replica('x')
     const y = await replica('y')
 
@@ -123,12 +126,7 @@ if (!haveRedis) {
     t.teardown(() => redis.stop())
     const dir = tempDir('meterd-tables-')
     t.teardown(() => removeDir(dir))
-    const replica = async (name: string) => {
-      const { store, shared } = await openReplica(t, join(dir, name), redis.url)
-      const tools = new ToolRegistry(store)
-      await tools.share(shared.tables)
-      return tools
-    }
+    const replica = async (name: string) => (await toolReplica(t, join(dir, name), redis.url)).tools
     const x = await replica('x')
     const y = await replica('y')
     const made = await x.create('team', toolBody('both', price('0.1').pricing.elements[0]), Date.now())

@@ -1,6 +1,7 @@
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { ApiError } from '../../core/errors.js'
+import { RedisClient } from '../../store/redis/connection.js'
 import type { RateLimitBucket } from '../../transport/admission/index.js'
 import type { CallerKey, ErrorPatternRules, Hit, RateLimitBackend } from './backend.js'
 import type { RedisConfig } from './config.js'
@@ -91,16 +92,18 @@ export class RedisBackend implements RateLimitBackend {
     const { config } = opts
     this.prefix = config.key_prefix
     this.local = new MemoryBackend(opts.rules)
-    this.redis = new Redis(config.url, {
-      lazyConnect: true,
-      // Fail fast instead of queueing requests behind a reconnect.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: config.command_timeout_ms,
-      connectTimeout: config.connect_timeout_ms,
-      enableAutoPipelining: true,
-      retryStrategy: (times) => Math.min(100 * times, 2000),
-    }) as ScriptedRedis
+    this.redis = new RedisClient(
+      config.url,
+      {
+        lazyConnect: true,
+        // Fail fast instead of queueing requests behind a reconnect.
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 0,
+        connectTimeout: config.connect_timeout_ms,
+        retryStrategy: (times) => Math.min(100 * times, 2000),
+      },
+      config.command_timeout_ms,
+    ) as unknown as ScriptedRedis
     this.redis.defineCommand('meterdRateHit', { numberOfKeys: 2, lua: HIT_SCRIPT })
     this.redis.defineCommand('meterdRateError', { numberOfKeys: 2, lua: ERROR_SCRIPT })
     this.redis.on('error', (err) => opts.logger.debug({ err }, 'redis connection error'))

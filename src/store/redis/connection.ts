@@ -1,9 +1,52 @@
-import { Redis } from 'ioredis'
+import { Redis, type Command, type RedisOptions } from 'ioredis'
 import type { Logger } from 'pino'
 import type { SharedStateConfig } from '../../core/config/schema.js'
 import { ApiError } from '../../core/errors.js'
 
 export type RedisSettings = SharedStateConfig['redis']
+
+/** The message of a command Redis did not answer in time (as ioredis words its own). */
+export const COMMAND_TIMED_OUT = 'Command timed out'
+
+/**
+ * A Redis client whose commands are late only when Redis is: `replyTimeoutMs` after a command
+ * was sent, and after this process has read what arrived meanwhile.
+ *
+ * ioredis's own `commandTimeout` decides in the timers phase of the event loop, which comes
+ * before the poll phase that reads replies: when the loop had stalled past the bound (a busy
+ * machine, a long collection), commands Redis had answered, and executed, failed as timed out,
+ * and the request was told 503 "nothing was stored" while its row, claim or tier move was in
+ * Redis. Here the verdict waits for the check phase, after the poll phase has read the socket.
+ *
+ * Auto-pipelining stays off: with it, ioredis 6 threw from its own callback when commands of a
+ * pipeline timed out ("results[i] is not iterable"), an uncaught exception that ended the
+ * process; every replica of a cluster whose Redis stalled for a second exited. Commands are
+ * still pipelined on the connection (sent without waiting for the replies before them); only
+ * their batching into one write per turn is lost.
+ */
+export class RedisClient extends Redis {
+  private readonly armed = new WeakSet<Command>()
+
+  constructor(url: string, options: Pick<RedisOptions, 'lazyConnect' | 'enableOfflineQueue' | 'maxRetriesPerRequest' | 'connectTimeout' | 'connectionName' | 'retryStrategy'>, private readonly replyTimeoutMs: number) {
+    super(url, { ...options, enableAutoPipelining: false })
+  }
+
+  override sendCommand(command: Command, stream?: Parameters<Redis['sendCommand']>[1]): unknown {
+    // Once per command (ioredis sends a command again after a reconnect); none during the constructor.
+    if (this.replyTimeoutMs && !this.armed.has(command)) {
+      this.armed.add(command)
+      let settled = false
+      const late = setTimeout(() => setImmediate(() => settled || command.reject(new Error(COMMAND_TIMED_OUT))), this.replyTimeoutMs)
+      late.unref()
+      const done = (): void => {
+        settled = true
+        clearTimeout(late)
+      }
+      command.promise.then(done, done)
+    }
+    return super.sendCommand(command, stream)
+  }
+}
 
 /**
  * A Redis connection as the shared state uses it (the ratelimit extension's settings): no
@@ -11,23 +54,25 @@ export type RedisSettings = SharedStateConfig['redis']
  * (503 + Retry-After) instead of holding it; reconnects in the background.
  */
 export function connect(settings: RedisSettings, logger: Logger, name: string): Redis {
-  const redis = new Redis(settings.url, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    commandTimeout: settings.command_timeout_ms,
-    connectTimeout: settings.connect_timeout_ms,
-    enableAutoPipelining: true,
-    connectionName: name,
-    retryStrategy: (times) => Math.min(100 * times, 2000),
-  })
+  const redis = new RedisClient(
+    settings.url,
+    {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      connectTimeout: settings.connect_timeout_ms,
+      connectionName: name,
+      retryStrategy: (times) => Math.min(100 * times, 2000),
+    },
+    settings.command_timeout_ms,
+  )
   redis.on('error', (err) => logger.debug({ err }, 'redis connection error'))
   return redis
 }
 
 /** The answer when correctness needs the shared state and it cannot be reached: nothing was stored. */
 function sharedStateUnavailable(): ApiError {
-  return new ApiError(503, 'api_error', 'shared_state_unavailable', 'the shared state of the gateway cluster (Redis) is unreachable; nothing was stored; retry later', {
+  return new ApiError(503, 'api_error', 'shared_state_unavailable', 'the shared state of the gateway cluster (Redis) is unreachable or did not answer in time; the request was not stored; retry later', {
     headers: { 'retry-after': '1' },
   })
 }

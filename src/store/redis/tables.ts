@@ -173,7 +173,16 @@ export class RedisTables implements SharedTables {
       ...rows.flatMap((_, i) => [fields[i], reads[i], values[i]]),
       ...[...byDb].map(([db, m]) => JSON.stringify({ r: this.replica, db, k: m.k, v: m.v })),
     ]
-    const now = await this.outage.guard(() => redis.meterdReplaceRows(rows.length + (limit ? 2 : 1), ...args))
+    let now: string[] | 1 | null
+    try {
+      now = await this.outage.guard(() => redis.meterdReplaceRows(rows.length + (limit ? 2 : 1), ...args))
+    } catch (err) {
+      // Unanswered is not undone: a script whose reply came too late (or was lost with the
+      // connection) may have run, and its message reached the other replicas but not this one,
+      // which skips its own. The rows are read again once Redis answers (else at the next resync).
+      for (const m of byDb.values()) this.pull(m.table, m.k).catch((e) => this.outage.failed(e))
+      throw err
+    }
     if (now === 1) return { outcome: 'limited' }
     if (now !== null) return { outcome: 'changed', now: now.map((json) => (json === '' ? undefined : { value: json === TOMBSTONE ? undefined : JSON.parse(json, revive) })) }
     // Redis holds them now, and the other replicas show them from the messages. Here, as another

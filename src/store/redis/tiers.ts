@@ -125,7 +125,8 @@ export class RedisTierQuantities implements SharedTierQuantities {
   }
 
   async count(charges: ToolCharge[], _now: number): Promise<Counted> {
-    // Every move that was set, in the order it was set (a charge that fails midway has moved some).
+    // Every move that was set (or may have been: its answer was lost), in the order it was set (a
+    // charge that fails midway has moved some).
     const moved: Moved[] = []
     const outcomes = await Promise.allSettled(
       charges.map(async (c, i) => {

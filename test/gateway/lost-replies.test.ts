@@ -126,7 +126,7 @@ if (!haveRedis) {
     })
     const configFiles = [DEFAULT_CONFIG_PATH, join(PACKAGE_ROOT, 'config', 'gateway.yaml'), override]
     const env = { METERD_REDIS_URL: redis.url, METERD_WORKERS: '1' }
-    const replica = await spawnMeterd(t, { dataDir: join(dir, 'data'), configFiles, env })
+    const replica = await spawnMeterd(t, { dataDir: join(dir, 'data'), configFiles, env, readyTimeoutMs: 60_000 })
 
     // Redis busy for 2 s (command_timeout_ms is 1 s): the claims are sent, answered too late, and made.
     const keyed = { body: completion(), headers: { 'idempotency-key': `lost-${Date.now()}` } }

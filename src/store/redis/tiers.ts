@@ -40,10 +40,9 @@ return 1
  * DISTINCT values leave the set in the same step; the moves' marks become '0' (given back), so
  * that a give-back whose reply was lost is not made twice. KEYS: as READ, then the moves' marks.
  * ARGV: version read, aggregate json, ttl (ms), the marks' ttl (ms), tokens to remove…
- * Returns 1 when set, 0 when another replica got there first, 2 when they were given back already.
+ * Returns 1 when set, 0 when another replica got there first.
  */
 const GIVE_BACK = `
-if redis.call('GET', KEYS[3]) == '0' then return 2 end
 if tonumber(redis.call('HGET', KEYS[1], 'v') or '0') ~= tonumber(ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[1], 'v', tonumber(ARGV[1]) + 1, 'a', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -71,8 +70,11 @@ interface Moved extends Move {
   added: string
   /** Its mark in Redis: '1' once the move is set, '0' once it is given back. */
   mark: string
-  /** Its reply was lost (Redis slow): whether it was set is read from its mark once Redis answers. */
-  unsure?: boolean
+  /**
+   * Whether it stands is read from its mark before it is given back: the answer to the move was
+   * lost ('move': it may never have been made), or that to a give-back of it ('give-back').
+   */
+  unsure?: 'move' | 'give-back'
   /** Found never set: nothing to give back. */
   gone?: boolean
 }
@@ -180,6 +182,7 @@ export class RedisTierQuantities implements SharedTierQuantities {
       await this.unmove(key, moves)
     } catch (err) {
       const left = moves.filter((m) => !m.gone)
+      for (const m of left) m.unsure ??= 'give-back' // its give-back may have been sent, and run
       const later = this.owed.get(key)
       if (left.length || later) this.owed.set(key, later ? [...left, ...later] : left)
       this.retrySoon()
@@ -200,13 +203,14 @@ export class RedisTierQuantities implements SharedTierQuantities {
     const agg = `${this.prefix}agg:${key}`
     const set = `${this.prefix}aggd:${key}`
     await this.outage.guard(async () => {
-      // Moves whose reply was lost: their marks say whether they were set (read behind them on the connection).
+      // Moves whose (or whose give-back's) answer was lost: their marks, read behind them on the
+      // connection, say whether they stand ('1'), were given back ('0'), or were never made (none).
       const unsure = owed.filter((m) => m.unsure)
       if (unsure.length) {
         const marks = await this.redis.mget(unsure.map((m) => m.mark))
         unsure.forEach((m, i) => {
-          m.unsure = false
-          if (marks[i] !== '1') m.gone = true // never set ('0': given back already)
+          if (marks[i] === '0' || (marks[i] === null && m.unsure === 'move')) m.gone = true
+          m.unsure = undefined
         })
       }
       const moves = owed.filter((m) => !m.gone).sort((a, b) => a.version - b.version)
@@ -223,7 +227,7 @@ export class RedisTierQuantities implements SharedTierQuantities {
         // the request that stays, or another replica's, would sit between): back to where this
         // request found it, exactly.
         if (version === last.version && last.version - first.version === moves.length - 1) {
-          if ((await giveBack(version, first.before, added)) !== 0) return
+          if ((await giveBack(version, first.before, added)) === 1) return
           continue
         }
         // Others moved it since (they were priced with these moves counted): this request's own
@@ -238,7 +242,7 @@ export class RedisTierQuantities implements SharedTierQuantities {
           nv -= m.after.nv - m.before.nv
         }
         const back: Aggregate = { ...now, n: now.n - moves.length, nv, sum: sum.toFixed() }
-        if ((await giveBack(version, back, [])) !== 0) return
+        if ((await giveBack(version, back, [])) === 1) return
       }
     })
   }
@@ -285,7 +289,7 @@ export class RedisTierQuantities implements SharedTierQuantities {
         } catch (err) {
           // Sent, unanswered: Redis may still run it (slow rather than down).
           if (!neverSent(err)) {
-            m.unsure = true
+            m.unsure = 'move'
             moved.push(m)
           }
           throw err

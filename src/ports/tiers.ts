@@ -37,7 +37,9 @@ export interface Counted {
    * Exact when no other event moved the aggregate since (the usual case, and always for a retry
    * of the same request on any replica); otherwise COUNT, SUM and AVERAGE are moved back by this
    * request's own contribution and a MAXIMUM or a DISTINCT value another event may have been
-   * priced against stays. Rejects with the 503 `shared_state_unavailable` when the shared store is gone.
+   * priced against stays. Rejects with the 503 `shared_state_unavailable` when the shared store does
+   * not answer; the moves are then given back once it does (before this replica moves those
+   * aggregates again), a move whose own answer was lost only if it was made.
    *
    * `only`: the indexes of the charges whose moves go back, the others' staying (a record priced in
    * several pipelines, src/processors/pricing/copies.ts). A move is given back once, whatever asks.

@@ -4,7 +4,6 @@
  * up, and lose nothing they acknowledged. And a replica's own stalled event loop is not taken for
  * a slow Redis: a command Redis answered while the loop was blocked is not failed as timed out.
  */
-import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import t from 'tap'
 import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
@@ -14,16 +13,9 @@ import { completion } from '../fixtures/wire-examples.js'
 import { within } from '../helpers/gateway.js'
 import { API, COMPLETIONS } from '../helpers/pricing.js'
 import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, writeConfig, type ChildMeterd } from '../helpers/meterd.js'
-import { haveRedis, startRedis } from '../helpers/redis-server.js'
+import { haveRedis, stallRedis, startRedis } from '../helpers/redis-server.js'
 
 const POST_COMPLETION = '/meter/v2/ai/completions'
-
-/** Holds redis-server busy for `seconds` (a Lua loop on its own connection); resolves when it lets go. */
-function stallRedis(port: number, seconds: number): Promise<void> {
-  const lua = `local t = redis.call('TIME') local s = t[1] + t[2] / 1e6 repeat local n = redis.call('TIME') until n[1] + n[2] / 1e6 - s > ${seconds} return 1`
-  const cli = spawn('redis-cli', ['-p', String(port), 'EVAL', lua, '0'], { stdio: 'ignore' })
-  return new Promise((resolve) => cli.on('exit', () => resolve()))
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 

@@ -37,3 +37,14 @@ export async function startRedis(port) {
   probe.disconnect()
   return { url: `redis://127.0.0.1:${port}`, port, stop }
 }
+
+/**
+ * Holds redis-server busy for `seconds` (a Lua loop on its own connection), as a slow Redis is:
+ * commands sent meanwhile wait, then run. Resolves when it lets go.
+ * @returns {Promise<void>}
+ */
+export function stallRedis(port, seconds) {
+  const lua = `local t = redis.call('TIME') local s = t[1] + t[2] / 1e6 repeat local n = redis.call('TIME') until n[1] + n[2] / 1e6 - s > ${seconds} return 1`
+  const cli = spawn('redis-cli', ['-p', String(port), 'EVAL', lua, '0'], { stdio: 'ignore' })
+  return new Promise((resolve) => cli.on('exit', () => resolve()))
+}

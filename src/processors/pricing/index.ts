@@ -118,7 +118,7 @@ export class PricingProcessor implements Consumer {
     this.tools = toolOptions(config)
     this.unpriced = tally(settings.registry, 'meterd_unpriced_records_total', 'Records stored without a price (unknown model or toolId)', ['kind', 'reason'])
     this.priced = tally(settings.registry, 'meterd_priced_records_total', 'Records by where their cost came from', ['kind', 'source'])
-    this.givenBackFailed = sharedCounter(settings.registry, 'meterd_tier_give_back_failures_total', 'Failed requests whose shared tier quantities could not be given back (gateway)', [])
+    this.givenBackFailed = sharedCounter(settings.registry, 'meterd_tier_give_back_failures_total', 'Failed requests whose shared tier quantities Redis did not take back at once (gateway; given back once it answers)', [])
   }
 
   async start(host: Host): Promise<void> {
@@ -222,11 +222,14 @@ export class PricingProcessor implements Consumer {
     }
   }
 
-  /** Gives a failed request's tier moves back; a give-back that fails is logged and counted, not thrown. */
+  /**
+   * Gives a failed request's tier moves back; a give-back Redis does not answer is logged and
+   * counted, not thrown (the shared tier quantities give it back once Redis answers).
+   */
   private readonly giveBack = (counted: Counted): Promise<void> =>
     counted.giveBack().catch((e) => {
       this.givenBackFailed.inc()
-      this.settings.logger.error({ err: e }, 'a failed request\'s tier quantities could not be given back: they stay counted in the period')
+      this.settings.logger.warn({ err: e }, 'a failed request\'s tier quantities could not be given back yet: they go back once the shared state answers')
     })
 
   private count(r: UsageRecord): void {

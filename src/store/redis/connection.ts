@@ -9,6 +9,13 @@ export type RedisSettings = SharedStateConfig['redis']
 export const COMMAND_TIMED_OUT = 'Command timed out'
 
 /**
+ * Whether a command failed without being sent (ioredis refuses it while disconnected, as there
+ * is no offline queue). Any other failure may come from a command Redis received, and may still
+ * run: a late answer is not a refusal.
+ */
+export const neverSent = (err: unknown): boolean => err instanceof Error && err.message.startsWith("Stream isn't writeable")
+
+/**
  * A Redis client whose commands are late only when Redis is: `replyTimeoutMs` after a command
  * was sent, and after this process has read what arrived meanwhile.
  *

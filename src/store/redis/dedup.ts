@@ -6,7 +6,7 @@ import { conflict } from '../../core/errors.js'
 import type { UsageKind, UsageRecord } from '../../model/usage-record.js'
 import type { KeyClaim, SharedDedup, StoredResponse, TransactionClaim } from '../../ports/dedup.js'
 import type { Store } from '../store.js'
-import { sleep, type Outage } from './connection.js'
+import { neverSent, sleep, type Outage } from './connection.js'
 
 /** SET NX PX; when taken, the holder's value. KEYS: the entry. ARGV: value, ttl (ms). */
 const CLAIM = `
@@ -59,6 +59,9 @@ const FLUSH_AFTER_MS = 50
 
 /** How often a request waiting for another replica's claim looks again. */
 const POLL_MS = 20
+
+/** How often a release Redis did not answer is sent again (until the claim would have expired). */
+const RELEASE_RETRY_MS = 100
 
 /**
  * Dedup entries in Redis. A transactionId's entry is `p:<id>` while the replica that claimed it
@@ -165,8 +168,9 @@ export class RedisDedup implements SharedDedup {
   async claimTransaction(team: string, kind: UsageKind, tx: string, id: string, windowMs: number): Promise<TransactionClaim> {
     const key = this.txKey(team, kind, tx)
     const until = Date.now() + this.claimTtlMs + 1000
+    const release = () => this.redis.meterdRelease(key, `p:${id}`)
     for (;;) {
-      const held = await this.outage.guard(() => this.redis.meterdClaim(key, `p:${id}`, Math.min(this.claimTtlMs, windowMs)))
+      const held = await this.claim(() => this.redis.meterdClaim(key, `p:${id}`, Math.min(this.claimTtlMs, windowMs)), release)
       if (held === null) return { claimed: true }
       if (held.startsWith('d:')) return { claimed: false, id: held.slice(2) }
       // Another replica is storing it: its outcome decides (its id, or the claim is free again).
@@ -183,7 +187,42 @@ export class RedisDedup implements SharedDedup {
   }
 
   async releaseTransaction(team: string, kind: UsageKind, tx: string, id: string): Promise<void> {
-    await this.outage.guard(() => this.redis.meterdRelease(this.txKey(team, kind, tx), `p:${id}`))
+    const key = this.txKey(team, kind, tx)
+    await this.release(() => this.redis.meterdRelease(key, `p:${id}`))
+  }
+
+  /**
+   * Takes a claim (SET NX). When its answer is lost (Redis slow rather than down), the claim may
+   * still be set once Redis gets to it: it is released then, so that the client's retry is served
+   * at once instead of waiting out claim_ttl_seconds behind a claim nobody holds.
+   */
+  private claim<T>(call: () => Promise<T>, release: () => Promise<unknown>): Promise<T> {
+    return this.outage.guard(() =>
+      call().catch((err) => {
+        if (!neverSent(err)) this.release(release).catch(() => undefined)
+        throw err
+      }),
+    )
+  }
+
+  /**
+   * Releases a claim (the scripts delete the entry only while it holds this request's claim).
+   * When Redis does not answer, the release is sent again every RELEASE_RETRY_MS until it does or
+   * the claim has expired; the first one, sent right behind the claim on the connection, runs as
+   * soon as Redis gets to them.
+   */
+  private async release(release: () => Promise<unknown>): Promise<void> {
+    const until = Date.now() + this.claimTtlMs
+    const again = (): void => {
+      if (Date.now() > until) return
+      setTimeout(() => release().catch(again), RELEASE_RETRY_MS).unref()
+    }
+    await this.outage.guard(() =>
+      release().catch((err) => {
+        again()
+        throw err
+      }),
+    )
   }
 
   private idemKey(team: string, key: string): string {
@@ -191,7 +230,8 @@ export class RedisDedup implements SharedDedup {
   }
 
   async claimKey(team: string, key: string, bodyHash: string, owner: string): Promise<KeyClaim> {
-    const held = await this.outage.guard(() => this.redis.meterdClaim(this.idemKey(team, key), pending(bodyHash, owner), this.claimTtlMs))
+    const k = this.idemKey(team, key)
+    const held = await this.claim(() => this.redis.meterdClaim(k, pending(bodyHash, owner), this.claimTtlMs), () => this.releaseOwned(k, owner))
     if (held === null) return { claimed: true }
     const v = JSON.parse(held) as { h: string; s?: number; b?: string }
     const response: StoredResponse | undefined = v.s === undefined ? undefined : { status: v.s, body: v.b ?? '' }
@@ -204,12 +244,14 @@ export class RedisDedup implements SharedDedup {
   }
 
   async releaseKey(team: string, key: string, owner: string): Promise<void> {
-    // The claim's value holds the body hash too; match on the owner alone.
-    await this.outage.guard(async () => {
-      const k = this.idemKey(team, key)
-      const held = await this.redis.get(k)
-      if (held !== null && (JSON.parse(held) as { o?: string }).o === owner) await this.redis.meterdRelease(k, held)
-    })
+    const k = this.idemKey(team, key)
+    await this.release(() => this.releaseOwned(k, owner))
+  }
+
+  /** The claim's value holds the body hash too; match on the owner alone. */
+  private async releaseOwned(k: string, owner: string): Promise<void> {
+    const held = await this.redis.get(k)
+    if (held !== null && (JSON.parse(held) as { o?: string }).o === owner) await this.redis.meterdRelease(k, held)
   }
 }
 

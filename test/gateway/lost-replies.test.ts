@@ -1,0 +1,165 @@
+/**
+ * Redis slow rather than down, what a lost answer leaves behind. A real redis-server is held busy
+ * (a Lua loop) for longer than command_timeout_ms: a command sent meanwhile fails as timed out and
+ * its request gets 503, but Redis runs the command once it lets go. A tier move made that way is
+ * given back (the period still adds up to C(total) after the client's retry), and a claim made
+ * that way is released (the client's retry is served at once, not after claim_ttl_seconds).
+ */
+import { join } from 'node:path'
+import { pino } from 'pino'
+import t from 'tap'
+import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
+import { PACKAGE_ROOT } from '../../src/core/paths.js'
+import { Decimal } from '../../src/domain/pricing/money.js'
+import type { PricingElement } from '../../src/model/pricing-element.js'
+import type { ToolCharge } from '../../src/ports/tiers.js'
+import { Outage, RedisClient } from '../../src/store/redis/connection.js'
+import { RedisTierQuantities } from '../../src/store/redis/tiers.js'
+import { completion } from '../fixtures/wire-examples.js'
+import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, writeConfig } from '../helpers/meterd.js'
+import { haveRedis, stallRedis, startRedis } from '../helpers/redis-server.js'
+
+const POST_COMPLETION = '/meter/v2/ai/completions'
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+// C(q): 0.01 a unit up to 100, then 0.008.
+const UNITS: PricingElement = {
+  name: 'units',
+  unitPrice: '0',
+  aggregationType: 'SUM',
+  tiersMode: 'graduated',
+  tiers: [
+    { upTo: '100', unitPrice: '0.01' },
+    { upTo: null, unitPrice: '0.008' },
+  ],
+}
+const SCOPE = ['team', 'tool', '2026-11']
+const charge = (recordId: string, units: number): ToolCharge => ({ recordId, scope: SCOPE, elements: [UNITS], usageMetadata: { units } })
+
+if (!haveRedis) {
+  t.skip('redis-server is not installed (apt-get install redis-server)')
+} else {
+  t.setTimeout(120_000)
+
+  t.test("a tier move whose answer is lost, but which Redis made, is given back: the retry is priced as if it never happened", async (t) => {
+    const server = await startRedis()
+    t.teardown(() => server.stop())
+    const redis = new RedisClient(server.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 }, 300)
+    redis.on('error', () => undefined)
+    t.teardown(() => redis.disconnect())
+    await redis.connect()
+    const tiers = new RedisTierQuantities(redis, 'test:', new Outage(pino({ level: 'silent' }), server.url, { inc() {} }))
+    const quantity = async () => JSON.parse((await redis.hget(`test:agg:${JSON.stringify([...SCOPE, 'units'])}`, 'a')) ?? '{"sum":"0"}').sum as string
+
+    const costs: string[] = []
+    const [first] = await tiers.apply([charge('r1', 90)], 0)
+    costs.push(first.parts.units)
+
+    // Redis stalls (1 s, three times the bound) just as the event's compare-and-set is sent, after
+    // its read was answered: the script runs once Redis lets go, its answer comes too late.
+    const scripted = redis as unknown as { meterdAggCas(...args: unknown[]): Promise<number> }
+    const cas = scripted.meterdAggCas.bind(redis)
+    let stalled: Promise<void> | undefined
+    scripted.meterdAggCas = async (...args: unknown[]) => {
+      scripted.meterdAggCas = cas
+      stalled = stallRedis(server.port, 1)
+      await sleep(150)
+      return cas(...args)
+    }
+    await t.rejects(tiers.count([charge('r2', 20)], 0), { status: 503, code: 'shared_state_unavailable' }, 'the request is refused: nothing stored')
+    t.ok(stalled, 'the stall caught the compare-and-set')
+    await stalled
+    const t0 = performance.now()
+    while ((await quantity()) !== '90' && performance.now() - t0 < 1000) await sleep(10)
+    t.equal(await quantity(), '90', `the move Redis made after the 503 is given back (${(performance.now() - t0).toFixed(0)} ms after Redis answered)`)
+
+    // The client's retry: priced C(110) − C(90), and the period's stored events add up to C(110).
+    const [retry] = await tiers.apply([charge('r2', 20)], 0)
+    costs.push(retry.parts.units)
+    t.equal(retry.parts.units, '0.18', 'the retry is priced from 90 units, not from 110')
+    t.equal(await quantity(), '110')
+    t.equal(costs.reduce((a, c) => a.plus(c), new Decimal(0)).toFixed(), '1.08', 'the stored events add up to C(110) = 1 + 0.08')
+  })
+
+  t.test('a give-back whose answer is lost is tried again once Redis answers, and made once (with those owed since)', async (t) => {
+    const server = await startRedis()
+    t.teardown(() => server.stop())
+    const redis = new RedisClient(server.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 }, 300)
+    redis.on('error', () => undefined)
+    t.teardown(() => redis.disconnect())
+    await redis.connect()
+    const tiers = new RedisTierQuantities(redis, 'test:', new Outage(pino({ level: 'silent' }), server.url, { inc() {} }))
+    const quantity = async () => JSON.parse((await redis.hget(`test:agg:${JSON.stringify([...SCOPE, 'units'])}`, 'a')) ?? '{"sum":"0"}').sum as string
+
+    await tiers.apply([charge('r1', 90)], 0)
+    const counted = await tiers.count([charge('r2', 20)], 0)
+    const other = await tiers.count([charge('r3', 5)], 0)
+    t.equal(await quantity(), '115')
+
+    // The request fails unstored; Redis stalls just as its give-back is sent, and makes it late.
+    // Another request fails meanwhile: its give-back goes with the first one's retry.
+    const scripted = redis as unknown as { meterdAggGiveBack(...args: unknown[]): Promise<number> }
+    const giveBack = scripted.meterdAggGiveBack.bind(redis)
+    let stalled: Promise<void> | undefined
+    scripted.meterdAggGiveBack = async (...args: unknown[]) => {
+      scripted.meterdAggGiveBack = giveBack
+      stalled = stallRedis(server.port, 1)
+      await sleep(150)
+      return giveBack(...args)
+    }
+    const first = counted.giveBack()
+    await sleep(50)
+    const second = other.giveBack().catch(() => undefined)
+    await t.rejects(first, { status: 503, code: 'shared_state_unavailable' }, 'the give-back is not answered in time')
+    t.ok(stalled, 'the stall caught the give-back')
+    await stalled
+    await second
+    // Tried again until answered: the first one's mark says it was made, so its 20 units go once,
+    // not twice, and the other request's 5 go too.
+    await sleep(1000)
+    t.equal(await quantity(), '90', 'back to 90 units (70 if the 20 went twice, 95 if the 5 stayed)')
+    const [next] = await tiers.apply([charge('r3', 20)], 0)
+    t.equal(next.parts.units, '0.18', 'the next event is priced from 90 units')
+  })
+
+  t.test('claims whose answer is lost are released once Redis answers: the retries are served at once, not after claim_ttl_seconds', async (t) => {
+    const redis = await startRedis()
+    t.teardown(() => redis.stop())
+    const dir = tempDir('meterd-lost-replies-')
+    t.teardown(() => removeDir(dir))
+    const override = writeConfig(dir, {
+      server: { shared_state: { redis: { resync_seconds: 60, claim_ttl_seconds: 30 } } },
+      extensions: { ratelimit: { limits: { metering: 100000, analytics: 100000, platform: 100000 }, error_pattern: { enabled: false } } },
+    })
+    const configFiles = [DEFAULT_CONFIG_PATH, join(PACKAGE_ROOT, 'config', 'gateway.yaml'), override]
+    const env = { METERD_REDIS_URL: redis.url, METERD_WORKERS: '1' }
+    const replica = await spawnMeterd(t, { dataDir: join(dir, 'data'), configFiles, env, readyTimeoutMs: 60_000 })
+
+    // Redis busy for 2 s (command_timeout_ms is 1 s): the claims are sent, answered too late, and made.
+    const keyed = { body: completion(), headers: { 'idempotency-key': `lost-${Date.now()}` } }
+    const withTx = { body: completion(), headers: {} }
+    const stalled = stallRedis(redis.port, 2)
+    await sleep(150)
+    const refused = await Promise.all([keyed, withTx].map((r) => call(replica.url + POST_COMPLETION, { key: ADMIN_KEY, ...r })))
+    for (const r of refused) {
+      t.equal(r.status, 503, r.text)
+      t.equal(r.body?.error?.code, 'shared_state_unavailable')
+    }
+    await stalled
+
+    // The client retries (same body, same key) until served: at once, not 409 (or a wait) for 30 s.
+    for (const [name, r] of [['Idempotency-Key', keyed], ['transactionId', withTx]] as const) {
+      const t0 = performance.now()
+      let res = await call(replica.url + POST_COMPLETION, { key: ADMIN_KEY, ...r })
+      const seen = [res.status]
+      while (res.status !== 201 && performance.now() - t0 < 5000) {
+        await sleep(100)
+        res = await call(replica.url + POST_COMPLETION, { key: ADMIN_KEY, ...r })
+        seen.push(res.status)
+      }
+      const took = performance.now() - t0
+      t.equal(res.status, 201, `the ${name} retry is served (${seen.join(', ')}): ${res.text.slice(0, 200)}`)
+      t.ok(took < 2000, `within ${took.toFixed(0)} ms of Redis answering`)
+    }
+  })
+}

@@ -215,16 +215,6 @@ export async function spawnMeterd(
   proc.stderr!.on('data', (d) => stdout.push(String(d)))
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code, sig) => resolve(code ?? (sig ? -1 : null))))
   const url = `http://127.0.0.1:${port}`
-  const until = Date.now() + (opts.readyTimeoutMs ?? 15_000)
-  for (;;) {
-    if (proc.exitCode !== null) throw new Error('meterd exited early:\n' + stdout.join(''))
-    try {
-      const r = await fetch(url + '/readyz')
-      if (r.status === 200) break
-    } catch {}
-    if (Date.now() > until) throw new Error('meterd did not become ready:\n' + stdout.join(''))
-    await new Promise((r) => setTimeout(r, 50))
-  }
   const child: ChildMeterd = {
     url,
     proc,
@@ -234,7 +224,27 @@ export async function spawnMeterd(
       return exited
     },
   }
+  // Before the wait: a daemon that never gets ready is killed too. Registered after it, such a
+  // daemon kept the test process alive until tap's timeout for the file (hiding why it failed),
+  // and outlived it.
   t.teardown(() => child.stop('SIGKILL'))
+  // Nor may it outlive a test process that tap ends on its timeout, where teardowns do not run:
+  // orphans kept loading the machine for the files after it.
+  const orphan = () => void proc.kill('SIGKILL')
+  process.once('exit', orphan)
+  proc.once('exit', () => process.off('exit', orphan))
+  // Only a guard against a hang: a daemon of one process took 10 to 25 s to get ready on a
+  // machine loaded 6 times over (2 s of CPU), one of two workers up to 40 s; no bound is promised.
+  const until = Date.now() + (opts.readyTimeoutMs ?? 60_000)
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error('meterd exited early:\n' + stdout.join(''))
+    try {
+      const r = await fetch(url + '/readyz')
+      if (r.status === 200) break
+    } catch {}
+    if (Date.now() > until) throw new Error('meterd did not become ready:\n' + stdout.join(''))
+    await new Promise((r) => setTimeout(r, 50))
+  }
   return child
 }
 

@@ -19,7 +19,7 @@ async function meterd(dataDir: string, ...args: string[]) {
   const port = await freePort()
   const r = spawnSync(process.execPath, [BIN, ...args], {
     encoding: 'utf8',
-    timeout: 20_000,
+    timeout: 60_000, // a guard against a hang: loading the daemon is 2 s of CPU, over 20 s on a loaded machine
     env: { ...process.env, METERD_DATA_DIR: dataDir, METERD_ENDPOINT: `127.0.0.1:${port}`, METERD_OTLP_GRPC_ENDPOINT: '127.0.0.1:0', METERD_OTLP_HTTP_ENDPOINT: '127.0.0.1:0', METERD_LOG_LEVEL: 'warn' },
   })
   return { code: r.status, signal: r.signal, out: r.stdout + r.stderr }

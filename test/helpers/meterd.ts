@@ -2,7 +2,7 @@
  * Test harness: a real meterd (in-process Service or child process) on 127.0.0.1 with
  * a fresh LMDB directory, plus key creation and small HTTP helpers.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { execFileSync, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,6 +18,7 @@ import { createTelemetry } from '../../src/core/telemetry.js'
 import { KeyStore } from '../../src/extensions/apikeys/key-store.js'
 import type { Scope } from '../../src/transport/http/server.js'
 import { freePort } from './net.js'
+import { spawnBound } from './orphans.js'
 
 export { freePort }
 
@@ -196,7 +197,8 @@ export async function spawnMeterd(
   const files = opts.configFiles?.length ? [...opts.configFiles, workersOverride()] : []
   const argv = [process.execPath, join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', ...files.flatMap((f) => ['--config', f])]
   const [command, ...args] = [...(opts.prefix ?? []), ...argv]
-  const proc = spawn(command, args, {
+  // Bound to this process: tap ends a file past its timeout without its teardowns (orphans.js).
+  const proc = spawnBound(command, args, {
     env: {
       METERD_WORKERS: '1',
       ...process.env,
@@ -228,11 +230,6 @@ export async function spawnMeterd(
   // daemon kept the test process alive until tap's timeout for the file (hiding why it failed),
   // and outlived it.
   t.teardown(() => child.stop('SIGKILL'))
-  // Nor may it outlive a test process that tap ends on its timeout, where teardowns do not run:
-  // orphans kept loading the machine for the files after it.
-  const orphan = () => void proc.kill('SIGKILL')
-  process.once('exit', orphan)
-  proc.once('exit', () => process.off('exit', orphan))
   // Only a guard against a hang: a daemon of one process took 10 to 25 s to get ready on a
   // machine loaded 6 times over (2 s of CPU), one of two workers up to 40 s; no bound is promised.
   const until = Date.now() + (opts.readyTimeoutMs ?? 60_000)

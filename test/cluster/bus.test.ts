@@ -44,7 +44,10 @@ writeFileSync(script, SUPERVISOR)
  * `boundSeconds` (default 10) for an answer.
  */
 async function connected(t: Tap.Test, delayMs: number, boundSeconds = 10): Promise<{ bus: WorkerBus; supervisor: ChildProcess }> {
-  const supervisor = fork(script, { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  // execArgv: [] — fork would pass on this test's own (tap's TypeScript loader and more), which a
+  // plain .cjs does not need and which took 10 to 20 s to start on a busy machine: the 8 tests
+  // then outlasted tap's 120 s for the file.
+  const supervisor = fork(script, { execArgv: [], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   // SIGKILL ends a stopped process too.
   t.teardown(() => void supervisor.kill('SIGKILL'))
   await new Promise((r) => supervisor.once('message', r))

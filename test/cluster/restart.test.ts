@@ -3,14 +3,12 @@
  * take them (node:cluster's round-robin queue: every worker busy, here stopped with SIGSTOP).
  * Those connections belong to no worker: they must be served once a worker is free, not closed,
  * and the supervisor must not fall over handing them out. Only the one connection handed to
- * the dead worker fails, at once. And when the supervisor itself is killed, what it leaves in
- * the temporary directory is cleaned up by the next daemon.
+ * the dead worker fails, at once. (What a killed supervisor leaves behind: peer-dir.test.ts.)
  */
-import { mkdirSync, readdirSync } from 'node:fs'
 import { request } from 'node:http'
 import t from 'tap'
 import { completion } from '../fixtures/wire-examples.js'
-import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, until, signal, workerPids, alive } from '../helpers/meterd.js'
+import { ADMIN_KEY, removeDir, spawnMeterd, tempDir, until, signal, workerPids } from '../helpers/meterd.js'
 
 const C = '/meter/v2/ai/completions'
 
@@ -33,8 +31,6 @@ function post(base: string, path: string, body: unknown): { connected: Promise<v
   })
   return { connected: onConnect, answer }
 }
-
-
 
 t.test('a worker dies while connections wait for a free worker: they are served, and the daemon stays up', async (t) => {
   const dir = tempDir('meterd-restart-')
@@ -71,35 +67,3 @@ t.test('a worker dies while connections wait for a free worker: they are served,
   t.equal(again, 201, 'and the daemon still answers')
   t.equal(await d.stop('SIGTERM'), 0, 'SIGTERM drains both workers and exits 0')
 })
-
-t.test("the workers' socket directory goes with the supervisor; one a kill -9 left is removed by the next daemon", async (t) => {
-  const dir = tempDir('meterd-peerdir-')
-  t.teardown(() => removeDir(dir))
-  // The daemons' own temporary directory: what they leave is visible here, and only theirs.
-  const tmp = `${dir}/tmp`
-  mkdirSync(tmp)
-  const socketDirs = () => readdirSync(tmp).filter((f) => f.startsWith('meterd-workers-'))
-  const start = async (name: string) => {
-    const d = await spawnMeterd(t, { dataDir: `${dir}/${name}`, env: { METERD_WORKERS: '2', METERD_LOG_LEVEL: 'info', TMPDIR: tmp }, readyTimeoutMs: 60_000 })
-    await until('every worker to be ready', async () => (d.stdout.join('').includes('every worker is ready') ? true : undefined), 60_000)
-    return d
-  }
-
-  const first = await start('one')
-  const [own] = socketDirs()
-  t.match(own, new RegExp(`^meterd-workers-${first.proc.pid}-`), 'named after the supervisor')
-  t.same(readdirSync(`${tmp}/${own}`).sort(), ['0.sock', '1.sock'], 'a socket per worker')
-  const workers = workerPids(first)
-  await first.stop('SIGKILL')
-  // Its workers drain and exit on their own once the supervisor is gone.
-  await until('the orphaned workers to exit', async () => (workers.every((p) => !alive(p)) ? true : undefined), 30_000)
-  t.same(socketDirs(), [own], 'kill -9 leaves the directory behind')
-
-  const second = await start('two')
-  const now = socketDirs()
-  t.equal(now.length, 1)
-  t.notOk(now.includes(own), 'the next daemon removed the one left behind')
-  t.equal(await second.stop('SIGTERM'), 0)
-  t.same(socketDirs(), [], 'a supervisor that exits removes its own')
-})
-

@@ -347,7 +347,7 @@ t.test('a sidecar (upstream exporter) runs as one process; asking for more is a 
   const bin = new URL('../../bin/meterd.js', import.meta.url).pathname
   const run = spawnSync(process.execPath, [bin, 'run', '--config', new URL('../../config/meterd.yaml', import.meta.url).pathname, '--config', cfg], {
     encoding: 'utf8',
-    timeout: 20_000,
+    timeout: 60_000, // a guard against a hang: loading the daemon is 2 s of CPU, over 20 s on a loaded machine
     env: { ...process.env, METERD_DATA_DIR: `${dir}/data`, METERD_ENDPOINT: '127.0.0.1:0' },
   })
   t.equal(run.status, 78, run.stderr)

@@ -1,29 +1,17 @@
 /**
  * A damaged data file (issue 15 item 3): meterd refuses to open it with one line naming the file
  * and what to do, exit 65, instead of crashing in LMDB (SIGSEGV, SIGBUS) or taking an empty file
- * for a new store; `meterd doctor` checks a directory offline.
+ * for a new store; `meterd doctor` checks a directory offline. (doctor's usage, and store files
+ * that are not files: store-not-a-file.test.ts.)
  */
-import { spawnSync } from 'node:child_process'
 import { randomFillSync } from 'node:crypto'
-import { cpSync, mkdirSync, readFileSync, statSync, truncateSync, writeFileSync, openSync, writeSync, closeSync } from 'node:fs'
+import { cpSync, readFileSync, statSync, truncateSync, writeFileSync, openSync, writeSync, closeSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
-import { ADMIN_KEY, call, freePort, removeDir, spawnMeterd, tempDir } from '../helpers/meterd.js'
+import { meterdOn as meterd } from '../helpers/cli.js'
+import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
-
-const BIN = join(PACKAGE_ROOT, 'bin', 'meterd.js')
-
-/** Runs `meterd ARGS` on `dataDir` to its end. */
-async function meterd(dataDir: string, ...args: string[]) {
-  const port = await freePort()
-  const r = spawnSync(process.execPath, [BIN, ...args], {
-    encoding: 'utf8',
-    timeout: 20_000,
-    env: { ...process.env, METERD_DATA_DIR: dataDir, METERD_ENDPOINT: `127.0.0.1:${port}`, METERD_OTLP_GRPC_ENDPOINT: '127.0.0.1:0', METERD_OTLP_HTTP_ENDPOINT: '127.0.0.1:0', METERD_LOG_LEVEL: 'warn' },
-  })
-  return { code: r.status, signal: r.signal, out: r.stdout + r.stderr }
-}
 
 const damages: Record<string, (file: string) => void> = {
   'its first 8 KiB overwritten': (file) => {
@@ -95,41 +83,4 @@ t.test('damaged data files', async (t) => {
     t.equal(check.code, 65, 'doctor exits 65')
     t.match(check.out, /PROBLEM: .*(cut short|reading the store crashed)/, 'and says the file is damaged')
   })
-})
-
-t.test('doctor: --help, a missing directory, a directory without a store', async (t) => {
-  const base = tempDir('meterd-doctor-')
-  t.teardown(() => removeDir(base))
-  const help = await meterd(base, 'doctor', '--help')
-  t.equal(help.code, 0)
-  t.match(help.out, /usage: meterd doctor \[--data-dir DIR\]/)
-  t.match(help.out, /Exit status: 0 the store is sound; 65/)
-  const missing = await meterd(base, 'doctor', '--data-dir', join(base, 'nope'))
-  t.equal(missing.code, 65)
-  t.match(missing.out, /does not exist/)
-  const empty = await meterd(base, 'doctor', '--data-dir', base)
-  t.equal(empty.code, 65)
-  t.match(empty.out, /holds no store/)
-  const bad = await meterd(base, 'doctor', '--frobnicate')
-  t.equal(bad.code, 64, 'an unknown flag is a usage error')
-})
-
-t.test('data.mdb or lock.mdb that is a directory or a FIFO: run and keys say which, exit 78, instead of a crash (SIGSEGV), a bare EISDIR or a hang', async (t) => {
-  const base = tempDir('meterd-not-a-file-')
-  t.teardown(() => removeDir(base))
-  for (const name of ['data.mdb', 'lock.mdb']) {
-    for (const kind of ['directory', 'FIFO']) {
-      const dir = join(base, `${name}-${kind}`)
-      mkdirSync(dir)
-      if (kind === 'directory') mkdirSync(join(dir, name))
-      else spawnSync('mkfifo', [join(dir, name)])
-      // --init: keys commands otherwise refuse a directory without data.mdb before looking further.
-      for (const args of [['run'], ['keys', 'create', '--team', 'team-a', '--scopes', 'admin', '--init']]) {
-        const r = await meterd(dir, ...args)
-        t.equal(r.code, 78, `${name} a ${kind}, ${args.join(' ')}: exit 78 (${r.signal ?? r.out})`)
-        t.match(r.out, `the store file ${join(dir, name)} is a ${kind}, not a file LMDB can open`)
-        t.notMatch(r.out, /\n\s+at /, 'no stack trace')
-      }
-    }
-  }
 })

@@ -22,7 +22,8 @@ async function runToExit(dataDir: string): Promise<{ code: number | null; output
   let output = ''
   proc.stdout.on('data', (d) => (output += d))
   proc.stderr.on('data', (d) => (output += d))
-  const timer = setTimeout(() => proc.kill('SIGKILL'), 15_000)
+  // Only a guard against a start that hangs: loading the daemon is 2 s of CPU, over 15 s on a loaded machine.
+  const timer = setTimeout(() => proc.kill('SIGKILL'), 60_000)
   const code = await new Promise<number | null>((resolve) => proc.on('exit', (c) => resolve(c)))
   clearTimeout(timer)
   return { code, output }

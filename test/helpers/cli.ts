@@ -1,8 +1,9 @@
 // Runs the meterd CLI as a user would, for the tests of the command line.
-import { execFile } from 'node:child_process'
+import { execFile, spawnSync } from 'node:child_process'
 import { createServer, type Server } from 'node:net'
 import { join } from 'node:path'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
+import { freePort } from './net.js'
 
 const BIN = join(PACKAGE_ROOT, 'bin', 'meterd.js')
 
@@ -45,3 +46,13 @@ export function listening(): Promise<{ server: Server; port: number }> {
   })
 }
 
+/** Runs `meterd ARGS` on `dataDir` to its end: exit code, signal, and stdout and stderr together. */
+export async function meterdOn(dataDir: string, ...args: string[]) {
+  const port = await freePort()
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    encoding: 'utf8',
+    timeout: 60_000, // a guard against a hang: loading the daemon is 2 s of CPU, over 20 s on a loaded machine
+    env: { ...process.env, METERD_DATA_DIR: dataDir, METERD_ENDPOINT: `127.0.0.1:${port}`, METERD_OTLP_GRPC_ENDPOINT: '127.0.0.1:0', METERD_OTLP_HTTP_ENDPOINT: '127.0.0.1:0', METERD_LOG_LEVEL: 'warn' },
+  })
+  return { code: r.status, signal: r.signal, out: r.stdout + r.stderr }
+}

@@ -1,11 +1,12 @@
 // A real clickhouse-server on 127.0.0.1 for the ClickHouse exporter's tests and benchmark (plain
 // JS, so both the TypeScript tests and the JS benches import it). .ci/run installs Debian's
 // clickhouse-server; it starts here from a small generated config in a temporary directory.
-import { spawn, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort } from './net.js'
+import { spawnBound } from './orphans.js'
 
 const BINARY = ['/usr/bin/clickhouse-server', '/usr/sbin/clickhouse-server'].find((p) => existsSync(p)) ?? 'clickhouse-server'
 
@@ -59,7 +60,7 @@ export async function startClickHouse(opts = {}) {
   const tcpPort = opts.tcpPort ?? (await freePort())
   writeFileSync(join(dir, 'config.xml'), configXml(dir, tcpPort, httpPort))
   writeFileSync(join(dir, 'users.xml'), USERS_XML)
-  const proc = spawn(BINARY, ['--config-file', join(dir, 'config.xml')], { stdio: 'ignore', cwd: dir })
+  const proc = spawnBound(BINARY, ['--config-file', join(dir, 'config.xml')], { stdio: 'ignore', cwd: dir })
   const exited = new Promise((resolve) => proc.once('exit', () => resolve()))
   const stop = async () => {
     if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL')

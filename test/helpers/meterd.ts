@@ -2,7 +2,7 @@
  * Test harness: a real meterd (in-process Service or child process) on 127.0.0.1 with
  * a fresh LMDB directory, plus key creation and small HTTP helpers.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { execFileSync, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,6 +18,7 @@ import { createTelemetry } from '../../src/core/telemetry.js'
 import { KeyStore } from '../../src/extensions/apikeys/key-store.js'
 import type { Scope } from '../../src/transport/http/server.js'
 import { freePort } from './net.js'
+import { spawnBound } from './orphans.js'
 
 export { freePort }
 
@@ -196,7 +197,8 @@ export async function spawnMeterd(
   const files = opts.configFiles?.length ? [...opts.configFiles, workersOverride()] : []
   const argv = [process.execPath, join(PACKAGE_ROOT, 'bin', 'meterd.js'), 'run', ...files.flatMap((f) => ['--config', f])]
   const [command, ...args] = [...(opts.prefix ?? []), ...argv]
-  const proc = spawn(command, args, {
+  // Bound to this process: tap ends a file past its timeout without its teardowns (orphans.js).
+  const proc = spawnBound(command, args, {
     env: {
       METERD_WORKERS: '1',
       ...process.env,
@@ -215,16 +217,6 @@ export async function spawnMeterd(
   proc.stderr!.on('data', (d) => stdout.push(String(d)))
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code, sig) => resolve(code ?? (sig ? -1 : null))))
   const url = `http://127.0.0.1:${port}`
-  const until = Date.now() + (opts.readyTimeoutMs ?? 15_000)
-  for (;;) {
-    if (proc.exitCode !== null) throw new Error('meterd exited early:\n' + stdout.join(''))
-    try {
-      const r = await fetch(url + '/readyz')
-      if (r.status === 200) break
-    } catch {}
-    if (Date.now() > until) throw new Error('meterd did not become ready:\n' + stdout.join(''))
-    await new Promise((r) => setTimeout(r, 50))
-  }
   const child: ChildMeterd = {
     url,
     proc,
@@ -234,7 +226,22 @@ export async function spawnMeterd(
       return exited
     },
   }
+  // Before the wait: a daemon that never gets ready is killed too. Registered after it, such a
+  // daemon kept the test process alive until tap's timeout for the file (hiding why it failed),
+  // and outlived it.
   t.teardown(() => child.stop('SIGKILL'))
+  // Only a guard against a hang: a daemon of one process took 10 to 25 s to get ready on a
+  // machine loaded 6 times over (2 s of CPU), one of two workers up to 40 s; no bound is promised.
+  const until = Date.now() + (opts.readyTimeoutMs ?? 60_000)
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error('meterd exited early:\n' + stdout.join(''))
+    try {
+      const r = await fetch(url + '/readyz')
+      if (r.status === 200) break
+    } catch {}
+    if (Date.now() > until) throw new Error('meterd did not become ready:\n' + stdout.join(''))
+    await new Promise((r) => setTimeout(r, 50))
+  }
   return child
 }
 

@@ -1,7 +1,8 @@
 // A real redis-server on 127.0.0.1 for the rate-limit tests and benchmark (plain JS, so both
 // the TypeScript tests and the JS benches import it). .ci/run installs redis-server.
-import { spawn, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { freePort } from './net.js'
+import { spawnBound } from './orphans.js'
 
 export const haveRedis = spawnSync('redis-server', ['--version']).error === undefined
 
@@ -11,7 +12,7 @@ export const haveRedis = spawnSync('redis-server', ['--version']).error === unde
  */
 export async function startRedis(port) {
   port ??= await freePort()
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  const proc = spawnBound('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
   const exited = new Promise((resolve) => proc.once('exit', () => resolve()))
   const stop = async () => {
     if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL')

@@ -139,7 +139,7 @@ export class RedisDedup implements SharedDedup {
       const due: [string, Noted][] = []
       for (const { key, value } of this.noted.getRange({})) if (now - value.at >= minAgeMs) due.push([key, value])
       if (due.length === 0) return
-      // One pipeline of settles (auto-pipelined), then one transaction taking them off the notes.
+      // The settles sent together (pipelined on the connection), then one transaction taking them off the notes.
       const outcomes = await Promise.allSettled(due.map(([id, n]) => this.redis.meterdSettle(this.txKey(n.team, n.kind, n.tx), `p:${id}`, `d:${id}`, n.w)))
       const settled: string[] = []
       outcomes.forEach((o, i) => {

@@ -13,7 +13,7 @@ import { RedisTables } from './tables.js'
 import { RedisTierQuantities } from './tiers.js'
 
 /**
- * The gateway's shared state in Redis: one connection for commands (auto-pipelined) and one
+ * The gateway's shared state in Redis: one connection for commands (pipelined, not auto-pipelined: connection.ts) and one
  * subscribed to table changes. Start-up goes on when Redis is not there yet: requests that need
  * it get 503 + Retry-After until it is.
  */

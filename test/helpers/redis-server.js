@@ -46,6 +46,6 @@ export async function startRedis(port) {
  */
 export function stallRedis(port, seconds) {
   const lua = `local t = redis.call('TIME') local s = t[1] + t[2] / 1e6 repeat local n = redis.call('TIME') until n[1] + n[2] / 1e6 - s > ${seconds} return 1`
-  const cli = spawn('redis-cli', ['-p', String(port), 'EVAL', lua, '0'], { stdio: 'ignore' })
+  const cli = spawnBound('redis-cli', ['-p', String(port), 'EVAL', lua, '0'], { stdio: 'ignore' })
   return new Promise((resolve) => cli.on('exit', () => resolve()))
 }

@@ -5,13 +5,11 @@
  * replica's); when that replica dies, another takes the lease within the bound
  * docs/deployment.md states and goes on from the shared state.
  */
-import { join } from 'node:path'
 import t from 'tap'
-import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
-import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { cliRule, costing } from '../helpers/alerts.js'
-import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, writeConfig, type ChildMeterd } from '../helpers/meterd.js'
-import { haveRedis, startRedis } from '../helpers/redis-server.js'
+import { startGatewayCluster } from '../helpers/gateway.js'
+import { ADMIN_KEY, call, type ChildMeterd } from '../helpers/meterd.js'
+import { haveRedis } from '../helpers/redis-server.js'
 import { startReceiver } from '../helpers/webhook-receiver.js'
 
 const API = '/profitstream/v2/api'
@@ -32,22 +30,10 @@ if (!haveRedis) {
 } else {
   t.setTimeout(180_000)
   t.test('alerts in a gateway cluster: judged once, on every replica\'s records, by the lease holder; another takes over when it dies', async (t) => {
-    const redis = await startRedis()
-    t.teardown(() => redis.stop())
-    const dir = tempDir('meterd-gateway-alerts-')
-    t.teardown(() => removeDir(dir))
-    const override = writeConfig(dir, {
-      server: { shared_state: { redis: { resync_seconds: 60, leader_lease_seconds: LEASE_S } } },
-      extensions: {
-        ratelimit: { limits: { metering: 100000, analytics: 100000, platform: 100000 }, error_pattern: { enabled: false } },
-        exportconfigs: { allow_private_destinations: ['127.0.0.1'], poll_interval_ms: 50 },
-        alerts: { evaluation_interval_seconds: 0.2 },
-      },
+    const { replicas } = await startGatewayCluster(t, {
+      redis: { leader_lease_seconds: LEASE_S },
+      extensions: { alerts: { evaluation_interval_seconds: 0.2 } },
     })
-    const configFiles = [DEFAULT_CONFIG_PATH, join(PACKAGE_ROOT, 'config', 'gateway.yaml'), override]
-    const env = { METERD_REDIS_URL: redis.url, METERD_WORKERS: '1', METERD_MASTER_KEY: 'cluster-test-master-key-0123456789abcdef' }
-    const replicas: ChildMeterd[] = []
-    for (let i = 0; i < 3; i++) replicas.push(await spawnMeterd(t, { dataDir: join(dir, `data-${i}`), configFiles, env }))
 
     const rx = await startReceiver(t)
     const made = await call(`${replicas[0].url}${API}/export-configurations`, { key: ADMIN_KEY, body: { name: 'alerts', url: rx.url, eventTypes: ['alert.triggered', 'alert.resolved'] } })

@@ -8,66 +8,24 @@
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { Decimal } from '../../src/domain/pricing/money.js'
 import { completion } from '../fixtures/wire-examples.js'
-import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, writeConfig, type ChildMeterd, type Res } from '../helpers/meterd.js'
+import { ADMIN_KEY, call, type ChildMeterd, type Res } from '../helpers/meterd.js'
 import { API, COMPLETIONS, EVENTS, TIERS, event, sum, toolBody } from '../helpers/pricing.js'
 import { haveRedis, startRedis } from '../helpers/redis-server.js'
 import { startReceiver } from '../helpers/webhook-receiver.js'
 import { cliRule } from '../helpers/alerts.js'
-import { within } from '../helpers/gateway.js'
+import { startGatewayCluster, within, type GatewayCluster } from '../helpers/gateway.js'
 
-const GATEWAY_CONFIG = join(PACKAGE_ROOT, 'config', 'gateway.yaml')
 const POST_COMPLETION = '/meter/v2/ai/completions'
 const POST_TOOL_EVENT = '/meter/v2/tool/events'
 /** The bound docs/deployment.md states for a key, tool, configuration or rule change to reach every replica. */
 const PROPAGATION_BOUND_MS = 100
 
-interface Cluster {
-  dir: string
-  redis: { url: string; port: number; stop(): Promise<void> }
-  configFiles: string[]
-  env: Record<string, string>
-  replicas: ChildMeterd[]
-  start(i: number): Promise<ChildMeterd>
-}
+type Cluster = GatewayCluster
 
-async function startCluster(t: Test): Promise<Cluster> {
-  const redis = await startRedis()
-  t.teardown(() => redis.stop())
-  const dir = tempDir('meterd-gateway-')
-  t.teardown(() => removeDir(dir))
-  // Periodic resync only far apart: what reaches the others in time does so by pub/sub. Claims of
-  // a replica that dies expire after 2 s, so the client's retries do not wait 30 s.
-  const override = writeConfig(dir, {
-    server: { shared_state: { redis: { resync_seconds: 60, claim_ttl_seconds: 2 } } },
-    extensions: {
-      // The polls below meet 401s and 404s until a change arrives: no error-pattern blocks here
-      // (test/ratelimit covers them).
-      ratelimit: { limits: { metering: 100000, analytics: 100000, platform: 100000 }, error_pattern: { enabled: false } },
-      exportconfigs: { allow_private_destinations: ['127.0.0.1'], poll_interval_ms: 50 },
-    },
-  })
-  const configFiles = [DEFAULT_CONFIG_PATH, GATEWAY_CONFIG, override]
-  // One master key for the cluster: each replica opens the signing secrets another sealed.
-  const env = { METERD_REDIS_URL: redis.url, METERD_WORKERS: '1', METERD_MASTER_KEY: 'cluster-test-master-key-0123456789abcdef' }
-  const c: Cluster = {
-    dir,
-    redis,
-    configFiles,
-    env,
-    replicas: [],
-    async start(i) {
-      const m = await spawnMeterd(t, { dataDir: join(dir, `data-${i}`), configFiles, env })
-      c.replicas[i] = m
-      return m
-    },
-  }
-  for (let i = 0; i < 3; i++) await c.start(i)
-  return c
-}
+const startCluster = (t: Test): Promise<Cluster> => startGatewayCluster(t)
 
 /** The records each replica stored under a transactionId. */
 async function storedUnder(c: Cluster, kind: 'completion' | 'tool', transactionId: string): Promise<string[][]> {

@@ -4,15 +4,12 @@
  * up, and lose nothing they acknowledged. And a replica's own stalled event loop is not taken for
  * a slow Redis: a command Redis answered while the loop was blocked is not failed as timed out.
  */
-import { join } from 'node:path'
 import t from 'tap'
-import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
-import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { COMMAND_TIMED_OUT, RedisClient } from '../../src/store/redis/connection.js'
 import { completion } from '../fixtures/wire-examples.js'
-import { within } from '../helpers/gateway.js'
+import { startGatewayCluster, within } from '../helpers/gateway.js'
 import { API, COMPLETIONS } from '../helpers/pricing.js'
-import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, writeConfig, type ChildMeterd } from '../helpers/meterd.js'
+import { ADMIN_KEY, call, type ChildMeterd } from '../helpers/meterd.js'
 import { haveRedis, stallRedis, startRedis } from '../helpers/redis-server.js'
 
 const POST_COMPLETION = '/meter/v2/ai/completions'
@@ -69,22 +66,7 @@ if (!haveRedis) {
   })
 
   t.test('three replicas while Redis stalls past command_timeout_ms: they answer 201 or 503, stay up, and keep every record they acknowledged', async (t) => {
-    const redis = await startRedis()
-    t.teardown(() => redis.stop())
-    const dir = tempDir('meterd-redis-stall-')
-    t.teardown(() => removeDir(dir))
-    const override = writeConfig(dir, {
-      server: { shared_state: { redis: { resync_seconds: 60, claim_ttl_seconds: 2, leader_lease_seconds: 1 } } },
-      extensions: {
-        ratelimit: { limits: { metering: 100000, analytics: 100000, platform: 100000 }, error_pattern: { enabled: false } },
-        exportconfigs: { allow_private_destinations: ['127.0.0.1'], poll_interval_ms: 50 },
-        alerts: { evaluation_interval_seconds: 0.2 },
-      },
-    })
-    const configFiles = [DEFAULT_CONFIG_PATH, join(PACKAGE_ROOT, 'config', 'gateway.yaml'), override]
-    const env = { METERD_REDIS_URL: redis.url, METERD_WORKERS: '1', METERD_MASTER_KEY: 'cluster-test-master-key-0123456789abcdef' }
-    const replicas: ChildMeterd[] = []
-    for (let i = 0; i < 3; i++) replicas.push(await spawnMeterd(t, { dataDir: join(dir, `data-${i}`), configFiles, env }))
+    const { redis, replicas } = await startGatewayCluster(t)
 
     // Redis busy for 2 s (command_timeout_ms is 1 s); requests of every kind that need it go in meanwhile.
     const stalled = stallRedis(redis.port, 2)

@@ -36,20 +36,26 @@ const UNITS: PricingElement = {
 const SCOPE = ['team', 'tool', '2026-11']
 const charge = (recordId: string, units: number): ToolCharge => ({ recordId, scope: SCOPE, elements: [UNITS], usageMetadata: { units } })
 
+/** The gateway's tier quantities in this process, on a real redis-server (a 300 ms command bound); `quantity()` reads the units' SUM. */
+async function tierQuantities(t: { teardown(fn: () => unknown): void }) {
+  const server = await startRedis()
+  t.teardown(() => server.stop())
+  const redis = new RedisClient(server.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 }, 300)
+  redis.on('error', () => undefined)
+  t.teardown(() => redis.disconnect())
+  await redis.connect()
+  const tiers = new RedisTierQuantities(redis, 'test:', new Outage(pino({ level: 'silent' }), server.url, { inc() {} }))
+  const quantity = async () => JSON.parse((await redis.hget(`test:agg:${JSON.stringify([...SCOPE, 'units'])}`, 'a')) ?? '{"sum":"0"}').sum as string
+  return { server, redis, tiers, quantity }
+}
+
 if (!haveRedis) {
   t.skip('redis-server is not installed (apt-get install redis-server)')
 } else {
   t.setTimeout(120_000)
 
   t.test("a tier move whose answer is lost, but which Redis made, is given back: the retry is priced as if it never happened", async (t) => {
-    const server = await startRedis()
-    t.teardown(() => server.stop())
-    const redis = new RedisClient(server.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 }, 300)
-    redis.on('error', () => undefined)
-    t.teardown(() => redis.disconnect())
-    await redis.connect()
-    const tiers = new RedisTierQuantities(redis, 'test:', new Outage(pino({ level: 'silent' }), server.url, { inc() {} }))
-    const quantity = async () => JSON.parse((await redis.hget(`test:agg:${JSON.stringify([...SCOPE, 'units'])}`, 'a')) ?? '{"sum":"0"}').sum as string
+    const { server, redis, tiers, quantity } = await tierQuantities(t)
 
     const costs: string[] = []
     const [first] = await tiers.apply([charge('r1', 90)], 0)
@@ -82,14 +88,7 @@ if (!haveRedis) {
   })
 
   t.test('a give-back whose answer is lost is tried again once Redis answers, and made once (with those owed since)', async (t) => {
-    const server = await startRedis()
-    t.teardown(() => server.stop())
-    const redis = new RedisClient(server.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 }, 300)
-    redis.on('error', () => undefined)
-    t.teardown(() => redis.disconnect())
-    await redis.connect()
-    const tiers = new RedisTierQuantities(redis, 'test:', new Outage(pino({ level: 'silent' }), server.url, { inc() {} }))
-    const quantity = async () => JSON.parse((await redis.hget(`test:agg:${JSON.stringify([...SCOPE, 'units'])}`, 'a')) ?? '{"sum":"0"}').sum as string
+    const { server, redis, tiers, quantity } = await tierQuantities(t)
 
     await tiers.apply([charge('r1', 90)], 0)
     const counted = await tiers.count([charge('r2', 20)], 0)

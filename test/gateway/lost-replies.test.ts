@@ -36,6 +36,20 @@ const UNITS: PricingElement = {
 const SCOPE = ['team', 'tool', '2026-11']
 const charge = (recordId: string, units: number): ToolCharge => ({ recordId, scope: SCOPE, elements: [UNITS], usageMetadata: { units } })
 
+/** The next call of the script `name` stalls Redis (1 s, three times the bound) just before it is sent: it runs once Redis lets go, its answer too late. */
+function stallBefore(redis: object, port: number, name: 'meterdAggCas' | 'meterdAggGiveBack') {
+  const scripted = redis as Record<string, (...args: unknown[]) => Promise<number>>
+  const original = scripted[name].bind(redis)
+  const stall: { stalled?: Promise<void> } = {}
+  scripted[name] = async (...args: unknown[]) => {
+    scripted[name] = original
+    stall.stalled = stallRedis(port, 1)
+    await sleep(150)
+    return original(...args)
+  }
+  return stall
+}
+
 /** The gateway's tier quantities in this process, on a real redis-server (a 300 ms command bound); `quantity()` reads the units' SUM. */
 async function tierQuantities(t: { teardown(fn: () => unknown): void }) {
   const server = await startRedis()
@@ -63,18 +77,10 @@ if (!haveRedis) {
 
     // Redis stalls (1 s, three times the bound) just as the event's compare-and-set is sent, after
     // its read was answered: the script runs once Redis lets go, its answer comes too late.
-    const scripted = redis as unknown as { meterdAggCas(...args: unknown[]): Promise<number> }
-    const cas = scripted.meterdAggCas.bind(redis)
-    let stalled: Promise<void> | undefined
-    scripted.meterdAggCas = async (...args: unknown[]) => {
-      scripted.meterdAggCas = cas
-      stalled = stallRedis(server.port, 1)
-      await sleep(150)
-      return cas(...args)
-    }
+    const stall = stallBefore(redis, server.port, 'meterdAggCas')
     await t.rejects(tiers.count([charge('r2', 20)], 0), { status: 503, code: 'shared_state_unavailable' }, 'the request is refused: nothing stored')
-    t.ok(stalled, 'the stall caught the compare-and-set')
-    await stalled
+    t.ok(stall.stalled, 'the stall caught the compare-and-set')
+    await stall.stalled
     const t0 = performance.now()
     while ((await quantity()) !== '90' && performance.now() - t0 < 1000) await sleep(10)
     t.equal(await quantity(), '90', `the move Redis made after the 503 is given back (${(performance.now() - t0).toFixed(0)} ms after Redis answered)`)
@@ -97,21 +103,13 @@ if (!haveRedis) {
 
     // The request fails unstored; Redis stalls just as its give-back is sent, and makes it late.
     // Another request fails meanwhile: its give-back goes with the first one's retry.
-    const scripted = redis as unknown as { meterdAggGiveBack(...args: unknown[]): Promise<number> }
-    const giveBack = scripted.meterdAggGiveBack.bind(redis)
-    let stalled: Promise<void> | undefined
-    scripted.meterdAggGiveBack = async (...args: unknown[]) => {
-      scripted.meterdAggGiveBack = giveBack
-      stalled = stallRedis(server.port, 1)
-      await sleep(150)
-      return giveBack(...args)
-    }
+    const stall = stallBefore(redis, server.port, 'meterdAggGiveBack')
     const first = counted.giveBack()
     await sleep(50)
     const second = other.giveBack().catch(() => undefined)
     await t.rejects(first, { status: 503, code: 'shared_state_unavailable' }, 'the give-back is not answered in time')
-    t.ok(stalled, 'the stall caught the give-back')
-    await stalled
+    t.ok(stall.stalled, 'the stall caught the give-back')
+    await stall.stalled
     await second
     // Tried again until answered: the first one's mark says it was made, so its 20 units go once,
     // not twice, and the other request's 5 go too.

@@ -209,7 +209,10 @@ if (!haveRedis) {
     const cluster = await startGatewayCluster(t, { count: 2, redis: { claim_ttl_seconds: 10 } })
     const [a, b] = cluster.replicas
 
-    // Redis busy for 3 s (command_timeout_ms is 1 s): the claims are sent, answered too late, and made.
+    // Redis busy for 3 s (command_timeout_ms is 1 s): the claims are sent, answered too late, and
+    // made. A transactionId's release went right behind its claim, and runs whatever the replica
+    // does; an Idempotency-Key's is sent only once Redis has answered the read of the claim's
+    // owner, so the replica must still be there (it waits for that in its stop).
     const keyed = { body: completion(), headers: { 'idempotency-key': `stop-${Date.now()}` } }
     const withTx = { body: completion(), headers: {} }
     const stalled = stallRedis(cluster.redis.port, 3)

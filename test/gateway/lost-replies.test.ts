@@ -248,7 +248,8 @@ if (!haveRedis) {
     const t0 = performance.now()
     t.equal(await a.stop('SIGTERM'), 0, 'the replica stops cleanly')
     const took = performance.now() - t0
-    t.ok(took < 2500, `it stopped within shutdown_timeout_ms (1.5 s) and the exit (${took.toFixed(0)} ms)`)
+    // Without the bound on QUIT it took 3.5 s (each connection's QUIT and the lease's release waited command_timeout_ms in turn).
+    t.ok(took < 3000, `it stopped within shutdown_timeout_ms (1.5 s) and the exit (${took.toFixed(0)} ms)`)
     const warned = a.stdout
       .join('')
       .split('\n')

@@ -64,8 +64,8 @@ export async function openRedisSharedState(config: SharedStateConfig['redis'], s
       const [moves, claims] = await Promise.all([tiers.giveBackOwed(until), dedup.releasePending(until), leadership.stop()])
       if (moves || claims) {
         logger.warn(
-          { tierMoves: moves, claims, waitedMs: settleMs },
-          'stopping with what Redis did not answer in time: the tier moves stay counted in their period (later events are priced from a quantity that includes them), the claims block their retries until claim_ttl_seconds',
+          { tierMoves: moves, claims, waitedMs: Math.max(0, settleMs) },
+          'stopping with what Redis did not answer in time: these tier moves may stay counted in their period (its later events priced from a quantity that includes them), these claims may block their retries until claim_ttl_seconds',
         )
       }
       dedup.close()

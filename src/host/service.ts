@@ -172,11 +172,16 @@ export class Service implements Host {
     this.logger.error({ reason }, 'the store cannot write: requests that store data answer 503 until it can; /readyz is not ready')
   }
 
-  /** Receivers stop first (no new data), then the listener drains, then everything downstream flushes. */
+  /**
+   * Receivers stop first (no new data), then the listener drains, then everything downstream
+   * flushes, then what the replica owes the shared state is settled in what is left of
+   * shutdown_timeout_ms (the supervisor kills a worker 2 s past it).
+   */
   async shutdown(): Promise<void> {
     if (this.state === 'stopped' || this.state === 'draining') return
     this.state = 'draining'
     const deadline = this.server.shutdown_timeout_ms
+    const until = Date.now() + deadline
     await this.http.close(deadline)
     for (const { key, component } of [...this.started].reverse()) {
       try {
@@ -186,7 +191,7 @@ export class Service implements Host {
       }
     }
     this.started = []
-    await this.shared?.close()
+    await this.shared?.close(until - Date.now())
     await this.store.close()
     this.state = 'stopped'
     this.logger.info('meterd stopped')

@@ -19,5 +19,10 @@ export interface SharedState {
   readonly replica: string
   /** The cluster's leader lease; this process competes for it from the first call (a replica's worker leader calls it). */
   lead(): Leadership
-  close(): Promise<void>
+  /**
+   * Settles what this replica owes the shared state (the tier moves of refused requests to give
+   * back, the claims whose answer was lost to release), trying for `settleMs` at most (default 0: not
+   * tried), then closes. What is left is logged: only this replica knew of it.
+   */
+  close(settleMs?: number): Promise<void>
 }

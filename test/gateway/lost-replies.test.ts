@@ -3,19 +3,23 @@
  * (a Lua loop) for longer than command_timeout_ms: a command sent meanwhile fails as timed out and
  * its request gets 503, but Redis runs the command once it lets go. A tier move made that way is
  * given back (the period still adds up to C(total) after the client's retry), and a claim made
- * that way is released (the client's retry is served at once, not after claim_ttl_seconds).
+ * that way is released (the client's retry is served at once, not after claim_ttl_seconds); a
+ * replica that stops meanwhile does so first, within shutdown_timeout_ms.
  */
 import { join } from 'node:path'
+import { Redis } from 'ioredis'
 import { pino } from 'pino'
 import t from 'tap'
 import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { Decimal } from '../../src/domain/pricing/money.js'
 import type { PricingElement } from '../../src/model/pricing-element.js'
+import type { SharedState } from '../../src/ports/shared.js'
 import type { ToolCharge } from '../../src/ports/tiers.js'
 import { Outage, RedisClient } from '../../src/store/redis/connection.js'
 import { RedisTierQuantities } from '../../src/store/redis/tiers.js'
 import { completion } from '../fixtures/wire-examples.js'
+import { openReplica, startGatewayCluster } from '../helpers/gateway.js'
 import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, writeConfig } from '../helpers/meterd.js'
 import { haveRedis, stallRedis, startRedis } from '../helpers/redis-server.js'
 
@@ -36,14 +40,14 @@ const UNITS: PricingElement = {
 const SCOPE = ['team', 'tool', '2026-11']
 const charge = (recordId: string, units: number): ToolCharge => ({ recordId, scope: SCOPE, elements: [UNITS], usageMetadata: { units } })
 
-/** The next call of the script `name` stalls Redis (1 s, three times the bound) just before it is sent: it runs once Redis lets go, its answer too late. */
-function stallBefore(redis: object, port: number, name: 'meterdAggCas' | 'meterdAggGiveBack') {
+/** The next call of the script `name` stalls Redis (1 s, three times the bound, unless told) just before it is sent: it runs once Redis lets go, its answer too late. */
+function stallBefore(redis: object, port: number, name: 'meterdAggCas' | 'meterdAggGiveBack', seconds = 1) {
   const scripted = redis as Record<string, (...args: unknown[]) => Promise<number>>
   const original = scripted[name].bind(redis)
   const stall: { stalled?: Promise<void> } = {}
   scripted[name] = async (...args: unknown[]) => {
     scripted[name] = original
-    stall.stalled = stallRedis(port, 1)
+    stall.stalled = stallRedis(port, seconds)
     await sleep(150)
     return original(...args)
   }
@@ -61,6 +65,22 @@ async function tierQuantities(t: { teardown(fn: () => unknown): void }) {
   const tiers = new RedisTierQuantities(redis, 'test:', new Outage(pino({ level: 'silent' }), server.url, { inc() {} }))
   const quantity = async () => JSON.parse((await redis.hget(`test:agg:${JSON.stringify([...SCOPE, 'units'])}`, 'a')) ?? '{"sum":"0"}').sum as string
   return { server, redis, tiers, quantity }
+}
+
+/** The shared state's command connection (the tier store's), for stallBefore. */
+const commandConnection = (shared: SharedState): object => (shared.tiers as unknown as { redis: object }).redis
+
+/** The client retries (same body, same headers) on `url` until served; resolves with the last answer, what it saw and how long it took. */
+async function retryUntilServed(url: string, r: { body: unknown; headers: Record<string, string> }) {
+  const t0 = performance.now()
+  let res = await call(url + POST_COMPLETION, { key: ADMIN_KEY, ...r })
+  const seen = [res.status]
+  while (res.status !== 201 && performance.now() - t0 < 5000) {
+    await sleep(100)
+    res = await call(url + POST_COMPLETION, { key: ADMIN_KEY, ...r })
+    seen.push(res.status)
+  }
+  return { res, seen, took: performance.now() - t0 }
 }
 
 if (!haveRedis) {
@@ -146,17 +166,97 @@ if (!haveRedis) {
 
     // The client retries (same body, same key) until served: at once, not 409 (or a wait) for 30 s.
     for (const [name, r] of [['Idempotency-Key', keyed], ['transactionId', withTx]] as const) {
-      const t0 = performance.now()
-      let res = await call(replica.url + POST_COMPLETION, { key: ADMIN_KEY, ...r })
-      const seen = [res.status]
-      while (res.status !== 201 && performance.now() - t0 < 5000) {
-        await sleep(100)
-        res = await call(replica.url + POST_COMPLETION, { key: ADMIN_KEY, ...r })
-        seen.push(res.status)
-      }
-      const took = performance.now() - t0
+      const { res, seen, took } = await retryUntilServed(replica.url, r)
       t.equal(res.status, 201, `the ${name} retry is served (${seen.join(', ')}): ${res.text.slice(0, 200)}`)
       t.ok(took < 2000, `within ${took.toFixed(0)} ms of Redis answering`)
     }
+  })
+
+  t.test('a replica that stops before Redis answers first gives back the tier move it owes: the retry on another replica is priced as if the refused event had never come', async (t) => {
+    const server = await startRedis()
+    t.teardown(() => server.stop())
+    const dir = tempDir('meterd-lost-replies-')
+    t.teardown(() => removeDir(dir))
+    const admin = new Redis(server.url)
+    t.teardown(() => admin.disconnect())
+    const quantity = async () => JSON.parse((await admin.hget(`meterd:agg:${JSON.stringify([...SCOPE, 'units'])}`, 'a')) ?? '{"sum":"0"}').sum as string
+    const a = await openReplica(t, join(dir, 'data-a'), server.url, { command_timeout_ms: 300 })
+    await a.shared.tiers.apply([charge('r1', 90)], 0)
+
+    // Redis stalls (2 s) just as the event's compare-and-set is sent: the move and the give-back's
+    // read of its mark go unanswered (300 ms each), the request is refused, the move is owed.
+    const stall = stallBefore(commandConnection(a.shared), server.port, 'meterdAggCas', 2)
+    await t.rejects(a.shared.tiers.count([charge('r2', 20)], 0), { status: 503, code: 'shared_state_unavailable' }, 'the request is refused: nothing stored')
+    t.ok(stall.stalled, 'the stall caught the compare-and-set')
+    let answered = false
+    void stall.stalled!.then(() => (answered = true))
+    t.notOk(answered, 'Redis has not answered yet')
+
+    // The replica stops meanwhile, with up to 5 s to settle.
+    const t0 = performance.now()
+    await a.shared.close(5000)
+    t.equal(await quantity(), '90', `the move Redis made after the 503 was given back before the replica closed (${(performance.now() - t0).toFixed(0)} ms)`)
+
+    // The client's retry, on another replica: priced C(110) − C(90).
+    const b = await openReplica(t, join(dir, 'data-b'), server.url, { command_timeout_ms: 300 })
+    const [retry] = await b.shared.tiers.apply([charge('r2', 20)], 0)
+    t.equal(retry.parts.units, '0.18', 'the retry is priced from 90 units, not from 110')
+    t.equal(await quantity(), '110')
+  })
+
+  t.test('a replica stopped (SIGTERM) before Redis answers first releases the claims whose answer was lost: the retries on another replica are served at once', async (t) => {
+    // Claims of a replica that dies expire after 10 s: a retry that waited for that is told apart.
+    const cluster = await startGatewayCluster(t, { count: 2, redis: { claim_ttl_seconds: 10 } })
+    const [a, b] = cluster.replicas
+
+    // Redis busy for 3 s (command_timeout_ms is 1 s): the claims are sent, answered too late, and
+    // made. A transactionId's release went right behind its claim, and runs whatever the replica
+    // does; an Idempotency-Key's is sent only once Redis has answered the read of the claim's
+    // owner, so the replica must still be there (it waits for that in its stop).
+    const keyed = { body: completion(), headers: { 'idempotency-key': `stop-${Date.now()}` } }
+    const withTx = { body: completion(), headers: {} }
+    const stalled = stallRedis(cluster.redis.port, 3)
+    let answered = false
+    void stalled.then(() => (answered = true))
+    await sleep(150)
+    const refused = await Promise.all([keyed, withTx].map((r) => call(a.url + POST_COMPLETION, { key: ADMIN_KEY, ...r })))
+    for (const r of refused) {
+      t.equal(r.status, 503, r.text)
+      t.equal(r.body?.error?.code, 'shared_state_unavailable')
+    }
+    t.notOk(answered, 'Redis has not answered yet')
+    t.equal(await a.stop('SIGTERM'), 0, 'the replica stops cleanly')
+    await stalled
+
+    for (const [name, r] of [['Idempotency-Key', keyed], ['transactionId', withTx]] as const) {
+      const { res, seen, took } = await retryUntilServed(b.url, r)
+      t.equal(res.status, 201, `the ${name} retry on the other replica is served (${seen.join(', ')}): ${res.text.slice(0, 200)}`)
+      t.ok(took < 2000, `within ${took.toFixed(0)} ms, not after claim_ttl_seconds`)
+    }
+  })
+
+  t.test('a replica stopped while Redis stays stalled exits within shutdown_timeout_ms and says what it left unsettled', async (t) => {
+    const cluster = await startGatewayCluster(t, { count: 0 })
+    cluster.configFiles.push(writeConfig(cluster.dir, { server: { shutdown_timeout_ms: 1500 } }, 'stop.yaml'))
+    const a = await cluster.start(0)
+
+    // Redis busy for 6 s: the claim is sent, unanswered (1 s), its release too.
+    const stalled = stallRedis(cluster.redis.port, 6)
+    await sleep(150)
+    const refused = await call(a.url + POST_COMPLETION, { key: ADMIN_KEY, body: completion(), headers: { 'idempotency-key': `down-${Date.now()}` } })
+    t.equal(refused.status, 503, refused.text)
+    const t0 = performance.now()
+    t.equal(await a.stop('SIGTERM'), 0, 'the replica stops cleanly')
+    const took = performance.now() - t0
+    // Without the bound on QUIT it took 3.5 s (each connection's QUIT and the lease's release waited command_timeout_ms in turn).
+    t.ok(took < 3000, `it stopped within shutdown_timeout_ms (1.5 s) and the exit (${took.toFixed(0)} ms)`)
+    const warned = a.stdout
+      .join('')
+      .split('\n')
+      .filter((l) => l.includes('stopping with what Redis did not answer in time'))
+      .map((l) => JSON.parse(l))
+    t.equal(warned.length, 1, 'what was left is logged at warn')
+    t.match(warned[0], { level: 40, claims: 1, tierMoves: 0 }, 'one claim left')
+    await stalled
   })
 }

@@ -1,6 +1,7 @@
 /** Shared set-up of the gateway tests (not a test itself). */
 import { join } from 'node:path'
 import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
+import type { SharedStateConfig } from '../../src/core/config/schema.js'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { createTelemetry } from '../../src/core/telemetry.js'
 import { openRedisSharedState } from '../../src/store/redis/index.js'
@@ -10,13 +11,14 @@ import { startRedis } from './redis-server.js'
 
 /**
  * A replica's store and Redis shared state in this process (as `meterd keys` opens them), closed
- * when `t` ends. resync_seconds is far apart: a test that wants resyncs runs them itself.
+ * when `t` ends. resync_seconds is far apart: a test that wants resyncs runs them itself. `redis`
+ * goes over the settings.
  */
-export async function openReplica(t: { teardown(fn: () => Promise<void>): void }, path: string, redisUrl: string) {
+export async function openReplica(t: { teardown(fn: () => Promise<void>): void }, path: string, redisUrl: string, redis: Partial<SharedStateConfig['redis']> = {}) {
   const store = new Store({ path })
   const { logger, registry } = createTelemetry({ level: 'silent' })
   const shared = await openRedisSharedState(
-    { url: redisUrl, key_prefix: 'meterd:', command_timeout_ms: 1000, connect_timeout_ms: 2000, claim_ttl_seconds: 30, resync_seconds: 60, leader_lease_seconds: 5 },
+    { url: redisUrl, key_prefix: 'meterd:', command_timeout_ms: 1000, connect_timeout_ms: 2000, claim_ttl_seconds: 30, resync_seconds: 60, leader_lease_seconds: 5, ...redis },
     store,
     logger,
     registry,

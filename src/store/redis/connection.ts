@@ -122,3 +122,12 @@ export function redactUrl(url: string): string {
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
+
+/** Waits for `p` (its outcome ignored), `ms` at most; the timer does not outlive it. */
+export async function waitAtMost(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([p.then(noop, noop), new Promise<void>((r) => (timer = setTimeout(r, Math.max(0, ms))))])
+  clearTimeout(timer)
+}
+
+const noop = (): void => undefined

@@ -6,7 +6,7 @@ import { conflict } from '../../core/errors.js'
 import type { UsageKind, UsageRecord } from '../../model/usage-record.js'
 import type { KeyClaim, SharedDedup, StoredResponse, TransactionClaim } from '../../ports/dedup.js'
 import type { Store } from '../store.js'
-import { neverSent, sleep, type Outage } from './connection.js'
+import { neverSent, sleep, waitAtMost, type Outage } from './connection.js'
 
 /** SET NX PX; when taken, the holder's value. KEYS: the entry. ARGV: value, ttl (ms). */
 const CLAIM = `
@@ -78,6 +78,8 @@ export class RedisDedup implements SharedDedup {
   /** Notes whose claims this process turned into entries: taken off in one transaction, a few ms later. */
   private done: string[] = []
   private flushTimer?: NodeJS.Timeout
+  /** Releases of claims Redis did not answer yet (tried again until it does, or the claim expired). */
+  private readonly unreleased = new Set<() => Promise<unknown>>()
 
   constructor(
     redis: Redis,
@@ -117,6 +119,7 @@ export class RedisDedup implements SharedDedup {
 
   close(): void {
     if (this.settler) clearInterval(this.settler)
+    this.unreleased.clear()
     this.flush()
   }
 
@@ -213,16 +216,33 @@ export class RedisDedup implements SharedDedup {
    */
   private async release(release: () => Promise<unknown>): Promise<void> {
     const until = Date.now() + this.claimTtlMs
+    this.unreleased.add(release)
+    const released = (): void => void this.unreleased.delete(release)
     const again = (): void => {
-      if (Date.now() > until) return
-      setTimeout(() => release().catch(again), RELEASE_RETRY_MS).unref()
+      // Expired (nothing left to release), or closed: no more tries.
+      if (Date.now() > until || !this.unreleased.has(release)) return released()
+      setTimeout(() => release().then(released, again), RELEASE_RETRY_MS).unref()
     }
     await this.outage.guard(() =>
-      release().catch((err) => {
+      release().then(released, (err) => {
         again()
         throw err
       }),
     )
+  }
+
+  /**
+   * On stop: sends the releases Redis did not answer yet again, every RELEASE_RETRY_MS, until all
+   * are answered or `until` (ms since the epoch) has passed. Resolves with how many are left: those
+   * claims block the client's retry until they expire (claim_ttl_seconds).
+   */
+  async releasePending(until: number): Promise<number> {
+    while (this.unreleased.size && Date.now() < until) {
+      const round = Promise.all([...this.unreleased].map((release) => release().then(() => this.unreleased.delete(release), () => undefined)))
+      await waitAtMost(round, until - Date.now())
+      if (this.unreleased.size && Date.now() < until) await sleep(Math.min(RELEASE_RETRY_MS, until - Date.now()))
+    }
+    return this.unreleased.size
   }
 
   private idemKey(team: string, key: string): string {

@@ -39,6 +39,7 @@ export async function openRedisSharedState(config: SharedStateConfig['redis'], s
   const twins = sharedCounter(registry, 'meterd_shared_dedup_twins_total', 'Records committed on this replica, unanswered, that a retry stored again on another after their claim expired', [])
   twins.inc(0)
   const dedup = new RedisDedup(redis, prefix, config.claim_ttl_seconds * 1000, outage, store, logger, twins)
+  const tiers = new RedisTierQuantities(redis, prefix, outage)
   return {
     replica,
     alertMeasures: new RedisAlertMeasures(redis, prefix, outage),
@@ -52,21 +53,34 @@ export async function openRedisSharedState(config: SharedStateConfig['redis'], s
       return leadership
     },
     dedup,
-    tiers: new RedisTierQuantities(redis, prefix, outage),
+    tiers,
     tables,
     deliveries: new RedisDeliveryClaims(redis, prefix, outage),
-    async close() {
+    async close(settleMs = 0) {
       if (leading) clearInterval(leading)
-      dedup.close()
-      await leadership.stop()
-      await tables.close()
-      for (const c of [sub, redis]) {
-        try {
-          await c.quit()
-        } catch {
-          c.disconnect()
-        }
+      // What this replica owes Redis (the tier moves of refused requests to give back, the claims
+      // whose answer was lost to release) is settled now or never: nobody else knows of it.
+      const until = Date.now() + settleMs
+      const [moves, claims] = await Promise.all([tiers.giveBackOwed(until), dedup.releasePending(until), leadership.stop()])
+      if (moves || claims) {
+        logger.warn(
+          { tierMoves: moves, claims, waitedMs: Math.max(0, settleMs) },
+          'stopping with what Redis did not answer in time: these tier moves may stay counted in their period (its later events priced from a quantity that includes them), these claims may block their retries until claim_ttl_seconds',
+        )
       }
+      dedup.close()
+      await tables.close()
+      await Promise.all(
+        [sub, redis].map(async (c) => {
+          // Redis did not answer within the bound: waiting for its answer to QUIT would only add command_timeout_ms.
+          if (moves || claims) return c.disconnect()
+          try {
+            await c.quit()
+          } catch {
+            c.disconnect()
+          }
+        }),
+      )
     },
   }
 }

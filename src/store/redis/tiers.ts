@@ -4,7 +4,7 @@ import { EMPTY_AGGREGATE, distinctToken, moveAggregate, moveDistinct, type Aggre
 import { dec } from '../../domain/pricing/money.js'
 import type { PricingElement } from '../../model/pricing-element.js'
 import type { Applied, Counted, SharedTierQuantities, ToolCharge } from '../../ports/tiers.js'
-import { neverSent, type Outage } from './connection.js'
+import { neverSent, sleep, waitAtMost, type Outage } from './connection.js'
 
 /**
  * An aggregate and whether a DISTINCT value is in its set, read together.
@@ -109,7 +109,11 @@ export class RedisTierQuantities implements SharedTierQuantities {
    * every OWED_RETRY_MS meanwhile.
    */
   private readonly owed = new Map<string, Moved[]>()
+  /** aggregate key → owed moves being given back right now (out of `owed` meanwhile). */
+  private readonly giving = new Map<string, Moved[]>()
   private retry?: NodeJS.Timeout
+  /** Past giveBackOwed: nothing is tried again (the connection closes). */
+  private stopped = false
   /** Marks are this replica's prefix and a sequence number. */
   private readonly markPrefix: string
   private marks = 0
@@ -178,6 +182,7 @@ export class RedisTierQuantities implements SharedTierQuantities {
     const moves = this.owed.get(key)
     if (!moves) return
     this.owed.delete(key)
+    this.giving.set(key, moves)
     try {
       await this.unmove(key, moves)
     } catch (err) {
@@ -187,11 +192,34 @@ export class RedisTierQuantities implements SharedTierQuantities {
       if (left.length || later) this.owed.set(key, later ? [...left, ...later] : left)
       this.retrySoon()
       throw err
+    } finally {
+      this.giving.delete(key)
     }
   }
 
+  /**
+   * On stop: gives back what this replica owes, tried again every OWED_RETRY_MS, until nothing is
+   * owed or `until` (ms since the epoch) has passed. Resolves with how many moves are still owed
+   * (their give-back unanswered, or not made). No retry is scheduled after it.
+   */
+  async giveBackOwed(until: number): Promise<number> {
+    while ((this.owed.size || this.giving.size) && Date.now() < until) {
+      // Behind a give-back under way (the retry's), if any.
+      const keys = new Set([...this.owed.keys(), ...this.giving.keys()])
+      const round = Promise.all([...keys].map((key) => this.queued(key, () => this.settle(key)).catch(() => undefined)))
+      await waitAtMost(round, until - Date.now())
+      if ((this.owed.size || this.giving.size) && Date.now() < until) await sleep(Math.min(OWED_RETRY_MS, until - Date.now()))
+    }
+    this.stopped = true
+    if (this.retry) clearTimeout(this.retry)
+    this.retry = undefined
+    let left = 0
+    for (const moves of [...this.owed.values(), ...this.giving.values()]) left += moves.filter((m) => !m.gone).length
+    return left
+  }
+
   private retrySoon(): void {
-    if (this.retry) return
+    if (this.retry || this.stopped) return
     this.retry = setTimeout(() => {
       this.retry = undefined
       for (const key of [...this.owed.keys()]) this.queued(key, () => this.settle(key)).catch(() => undefined)

@@ -1,11 +1,12 @@
 import { chmodSync, copyFileSync, constants, existsSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs'
-import { constants as os } from 'node:os'
+import { constants as osConstants } from 'node:os'
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path'
 import type { MeterdConfig } from '../core/config/schema.js'
 import { StartupError, dataDirFailure } from '../core/startup-error.js'
 import { MASTER_KEY_FILE } from '../extensions/exportconfigs/master-key.js'
 import { SourceUnopened, copyStore, syncPath } from '../store/backup.js'
 import { DamagedStoreError, EX_DATAERR, checkDataFile, type DataFileSummary } from '../store/check.js'
+import { freeMiB } from '../store/disk-full.js'
 import { DATA_DIR_MODE, DATA_FILE_MODE, makeDirs } from '../store/data-dir.js'
 import { CONFIG_OPTION, EX_CANTCREAT, EX_IOERR, ExitError, UsageError, defineCommand, type Command } from './command.js'
 
@@ -64,9 +65,11 @@ async function backupCommand(v: BackupValues, configOrExit: (files: string[]) =>
   const interrupted = (signal: NodeJS.Signals) => {
     removePartial()
     process.stderr.write(`meterd: backup interrupted (${signal}): the partial copy was removed; nothing was written to ${target}\n`)
-    process.exit(128 + os.signals[signal])
+    process.exit(128 + osConstants.signals[signal])
   }
   for (const s of signals) process.on(s, interrupted)
+  // Past a file-size limit (ulimit -f) the copy fails with EFBIG, as on a full disk, instead of the signal ending the process.
+  process.on('SIGXFSZ', () => undefined)
 
   let copy: DataFileSummary
   let keyCopied: boolean
@@ -76,11 +79,16 @@ async function backupCommand(v: BackupValues, configOrExit: (files: string[]) =>
     } catch (err) {
       // Opening the source (the store is shared: lock.mdb must be writable) or writing the copy.
       if (err instanceof SourceUnopened) throw dataDirFailure(err.cause, source)
-      throw new ExitError(`cannot write the backup in ${parent}: ${reason(err)}; nothing was written to ${target}`, EX_IOERR)
+      throw unwritable(parent, target, err)
     }
     keyCopied = copyMasterKey(source, partial)
     // The header pages of the copy, as doctor checks them first; its counts for the summary.
-    copy = checkDataFile(partial)!
+    try {
+      copy = checkDataFile(partial)!
+    } catch (err) {
+      const problem = err instanceof DamagedStoreError ? err.problem : reason(err)
+      throw new ExitError(`the copy of ${source} is not sound (${problem}); nothing was written to ${target}. Check the data directory with meterd doctor`, EX_IOERR)
+    }
     syncPath(partial)
     try {
       // Onto an empty directory (allowed) rename replaces it; onto one filled meanwhile it fails.
@@ -92,7 +100,7 @@ async function backupCommand(v: BackupValues, configOrExit: (files: string[]) =>
   } catch (err) {
     removePartial()
     if (err instanceof ExitError || err instanceof StartupError || err instanceof DamagedStoreError) throw err
-    throw new ExitError(`cannot write the backup in ${parent}: ${reason(err)}; nothing was written to ${target}`, EX_IOERR)
+    throw unwritable(parent, target, err)
   } finally {
     for (const s of signals) process.off(s, interrupted)
   }
@@ -175,6 +183,13 @@ function realPath(path: string): string {
     const parent = dirname(path)
     return parent === path ? path : join(realPath(parent), basename(path))
   }
+}
+
+/** A write of the backup that failed: lmdb-js says only the errno's words ("No space left on device"), so the space left is told too. */
+function unwritable(parent: string, target: string, err: unknown): ExitError {
+  const free = freeMiB(parent)
+  const left = free === undefined ? '' : ` (${free} MiB free on its file system)`
+  return new ExitError(`cannot write the backup in ${parent}: ${reason(err)}${left}; nothing was written to ${target}`, EX_IOERR)
 }
 
 function reason(err: unknown): string {

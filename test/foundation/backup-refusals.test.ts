@@ -1,33 +1,24 @@
 /**
- * What `meterd backup` refuses, and a store without master.key (its master key comes from the
- * config): the backup never overwrites, never copies a store that is missing or damaged, and
- * says what the operator must keep besides the copy. (The backup of a running daemon: backup.test.ts.)
+ * Where `meterd backup` will not write: it never overwrites, never writes into the data directory,
+ * and a copy the disk does not take leaves nothing behind. (The backup of a running daemon:
+ * backup.test.ts; the sources it refuses, and one without master.key: backup-source.test.ts.)
  */
-import { cpSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync, writeSync, closeSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { meterdOn } from '../helpers/cli.js'
+import { meterd, meterdOn } from '../helpers/cli.js'
 import { removeDir, tempDir } from '../helpers/meterd.js'
 
-t.test('backup refusals, and a store without master.key', async (t) => {
+const hasPrlimit = spawnSync('prlimit', ['--version']).status === 0
+
+t.test('backup: the targets it refuses', async (t) => {
   const base = tempDir('meterd-backup-refusals-')
   t.teardown(() => removeDir(base))
-  // A store made by `keys create --init`: no daemon ever ran on it, so it has no master.key.
+  // A store made by `keys create --init`.
   const store = join(base, 'store')
   t.equal((await meterdOn(store, 'keys', 'create', '--team', 'team-a', '--scopes', 'admin', '--init')).code, 0)
-  t.notOk(existsSync(join(store, 'master.key')))
   const partials = () => readdirSync(base).filter((f) => f.includes('.partial-'))
-
-  t.test('no master.key in the source: none in the backup, and the output says where the key must come from', async (t) => {
-    const to = join(base, 'without-key')
-    // Without --data-dir: storage.path of the config (METERD_DATA_DIR), as doctor and keys find it.
-    const r = await meterdOn(store, 'backup', '--to', to)
-    t.equal(r.code, 0, 'exit 0')
-    t.match(r.out, /data\.mdb +\d+ bytes, 0 usage records/)
-    t.match(r.out, `master.key  none in ${store}, so none in the backup`)
-    t.match(r.out, /exportconfigs\.master_key \(METERD_MASTER_KEY\); keep that value with this backup/)
-    t.same(readdirSync(to), ['data.mdb'], 'the backup holds data.mdb alone')
-  })
 
   t.test('an existing directory that is not empty, or a file, is never overwritten (exit 73)', async (t) => {
     const full = join(base, 'full')
@@ -54,28 +45,14 @@ t.test('backup refusals, and a store without master.key', async (t) => {
     t.same(readdirSync(empty), ['data.mdb'])
   })
 
-  t.test('a missing, storeless or damaged source is refused with exit 65, and nothing is written', async (t) => {
-    const to = join(base, 'never')
-    const missing = await meterdOn(store, 'backup', '--data-dir', join(base, 'nope'), '--to', to)
-    t.equal(missing.code, 65)
-    t.match(missing.out, `meterd: the data directory ${join(base, 'nope')} does not exist`)
-    const storeless = join(base, 'storeless')
-    mkdirSync(storeless)
-    const none = await meterdOn(store, 'backup', '--data-dir', storeless, '--to', to)
-    t.equal(none.code, 65)
-    t.match(none.out, `${storeless} holds no store (no data.mdb)`)
-    const damaged = join(base, 'damaged')
-    cpSync(store, damaged, { recursive: true })
-    const fd = openSync(join(damaged, 'data.mdb'), 'r+')
-    writeSync(fd, Buffer.alloc(8192, 7), 0, 8192, 0)
-    closeSync(fd)
-    const bad = await meterdOn(store, 'backup', '--data-dir', damaged, '--to', to)
-    t.equal(bad.signal, null, 'no crash')
-    t.equal(bad.code, 65)
-    t.match(bad.out, `meterd: the data file ${join(damaged, 'data.mdb')} is damaged`)
-    t.notMatch(bad.out, /\n\s+at /, 'no stack trace')
-    t.notOk(existsSync(to), 'no backup was written')
-    t.same(partials(), [], 'no partial copy was left')
+  t.test('a copy the file system does not take (a file-size limit, as a full disk): exit 74, nothing left behind', { skip: !hasPrlimit && 'prlimit (util-linux) is not installed' }, async (t) => {
+    const to = join(base, 'too-big')
+    const r = await meterd(['backup', '--data-dir', store, '--to', to], { prefix: ['prlimit', '--fsize=20000:unlimited'] })
+    t.equal(r.code, 74, 'exit 74, not killed by SIGXFSZ')
+    t.match(r.stderr, `meterd: cannot write the backup in ${base}:`)
+    t.match(r.stderr, `MiB free on its file system); nothing was written to ${to}`)
+    t.notOk(existsSync(to), 'no backup')
+    t.same(partials(), [], 'and no partial copy')
   })
 
   t.test('bad usage: no --to, or a --to inside the data directory (exit 64)', async (t) => {

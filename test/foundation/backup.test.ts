@@ -60,7 +60,8 @@ t.test('a backup taken under load restores every acknowledged record, the keys a
   t.equal(backup.code, 0, `backup exits 0 (${backup.stderr})`)
   t.match(backup.stdout, `backup of ${source} written to ${target}`, 'it says what it wrote')
   const records = Number(/data\.mdb +\d+ bytes, (\d+) usage records/.exec(backup.stdout)?.[1])
-  t.ok(records >= before.size && records <= after, `it counts the records of its snapshot (${before.size} ≤ ${records} ≤ ${after})`)
+  // At most one batch (10) more than acknowledged: a commit is seen before its 201 is sent.
+  t.ok(records >= before.size && records <= after + 10, `it counts the records of its snapshot (${before.size} ≤ ${records} ≤ ${after} + 10)`)
   t.match(backup.stdout, /master\.key +copied/, 'and that master.key went with it')
   t.match(backup.stdout, `meterd doctor --data-dir ${target}`, 'it says how to check the backup')
   t.same(readdirSync(join(base, 'backups')), ['first'], 'no partial copy is left beside it')

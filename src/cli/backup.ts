@@ -105,19 +105,25 @@ async function backupCommand(v: BackupValues, configOrExit: (files: string[]) =>
     for (const s of signals) process.off(s, interrupted)
   }
 
+  // The embedded config sets it to the empty string when METERD_MASTER_KEY is unset.
+  const configured = Boolean((config?.extensions.exportconfigs as { master_key?: string } | undefined)?.master_key)
+  printSummary({ source, target, copy, keyCopied, compact: v.compact === true, configured })
+  return 0
+}
+
+/** What was written, and how to check and restore it. */
+function printSummary(b: { source: string; target: string; copy: DataFileSummary; keyCopied: boolean; compact: boolean; configured: boolean }): void {
   const out = (line: string) => process.stdout.write(line + '\n')
-  out(`backup of ${source} written to ${target} (a snapshot at transaction ${copy.txnid})`)
-  out(`  data.mdb    ${copy.bytes} bytes${recordsOf(copy)}${v.compact ? ', compacted' : ''}`)
-  const configured = (config?.extensions.exportconfigs as { master_key?: string } | undefined)?.master_key
-  if (keyCopied) out(`  master.key  copied (it decrypts the webhook signing secrets: keep the backup owner-only, as it is written)`)
+  out(`backup of ${b.source} written to ${b.target} (a snapshot at transaction ${b.copy.txnid})`)
+  out(`  data.mdb    ${b.copy.bytes} bytes${recordsOf(b.copy)}${b.compact ? ', compacted' : ''}`)
+  if (b.keyCopied) out(`  master.key  copied (it decrypts the webhook signing secrets: keep the backup owner-only, as it is written)`)
   else
     out(
-      `  master.key  none in ${source}, so none in the backup: the master key then comes from exportconfigs.master_key (METERD_MASTER_KEY); keep that value with this backup, or the webhook signing secrets must be rotated after a restore`,
+      `  master.key  none in ${b.source}, so none in the backup: the master key then comes from exportconfigs.master_key (METERD_MASTER_KEY); keep that value with this backup, or the webhook signing secrets must be rotated after a restore`,
     )
-  if (keyCopied && configured) out(`  note: exportconfigs.master_key is configured too: keep that value with this backup (master.key opens only the secrets sealed before it was set)`)
-  out(`check it:  meterd doctor --data-dir ${target}`)
+  if (b.keyCopied && b.configured) out(`  note: exportconfigs.master_key is configured too: keep that value with this backup (master.key opens only the secrets sealed before it was set)`)
+  out(`check it:  meterd doctor --data-dir ${b.target}`)
   out(`restore:   stop meterd, move its data directory aside and put this directory in its place (or point storage.path, METERD_DATA_DIR, at it), then start meterd`)
-  return 0
 }
 
 /** As doctor and run judge a data directory: missing, without a store, or damaged is exit 65. */

@@ -5,6 +5,8 @@ export const EX_USAGE = 64
 export const EX_CONFIG = 78
 /** An error while writing a file: the data directory's disk is full. */
 export const EX_IOERR = 74
+/** An output a command was told to create cannot be: it exists already (`backup --to`). */
+export const EX_CANTCREAT = 73
 
 /** A wrong command line: answered with the command's usage and exit 64. */
 export class UsageError extends Error {

@@ -25,6 +25,7 @@ import { CONFIG_OPTION, EX_CONFIG, EX_IOERR, EX_USAGE, ExitError, UsageError, de
 import { WEBHOOK_COMMANDS } from './webhook.js'
 import { REPRICE_COMMAND } from './reprice.js'
 import { DOCTOR_HELP, doctorCommand } from './doctor.js'
+import { BACKUP_COMMAND } from './backup.js'
 import { withStore } from './store.js'
 
 export { EX_CONFIG, EX_USAGE }
@@ -464,6 +465,7 @@ export const COMMANDS: Command[] = [
   ...WEBHOOK_COMMANDS,
   REPRICE_COMMAND(configOrExit),
   DOCTOR,
+  BACKUP_COMMAND(configOrExit),
 ]
 
 async function openSharedState(redis: SharedStateConfig['redis'], store: Store): Promise<SharedState> {

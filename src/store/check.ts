@@ -52,6 +52,8 @@ export interface DataFileSummary {
   pageSize: number
   lastPage: number
   txnid: number
+  /** Entries of each named database, as LMDB's header of it counts them (none listed when the main tree outgrew one page). */
+  entries: Record<string, number>
 }
 
 /**
@@ -94,10 +96,14 @@ export function checkDataFile(dir: string): DataFileSummary | undefined {
     inside('the root of its free-page tree', live.freeRoot)
     inside('the root of its main tree', live.mainRoot)
     if ((live.lastPg + 1n) / 2n > pages) throw new DamagedStoreError(file, `it has ${pages} pages (${size} bytes) where its header says ${live.lastPg + 1n} are in use: the file was cut short`)
+    const entries: Record<string, number> = {}
     if (live.mainRoot !== P_INVALID) {
-      for (const [name, root] of namedRoots(read(Number(live.mainRoot) * live.psize, live.psize))) inside(`the root of its database "${name}"`, root)
+      for (const db of namedRoots(read(Number(live.mainRoot) * live.psize, live.psize))) {
+        inside(`the root of its database "${db.name}"`, db.root)
+        entries[db.name] = Number(db.entries)
+      }
     }
-    return { file, bytes: size, pageSize: live.psize, lastPage: Number(live.lastPg), txnid: Number(live.txnid) }
+    return { file, bytes: size, pageSize: live.psize, lastPage: Number(live.lastPg), txnid: Number(live.txnid), entries }
   } finally {
     closeSync(fd)
   }
@@ -142,22 +148,24 @@ function meta(file: string, b: Buffer, n: 0 | 1): Meta {
 
 /**
  * The named databases of a main-tree root that is a leaf page (a store has a few dozen: they
- * fit one page), and the root page of each. A branch root is not followed (an empty list).
+ * fit one page), with the root page and the entry count of each. A branch root is not followed
+ * (an empty list).
  */
-function namedRoots(page: Buffer): [string, bigint][] {
-  const out: [string, bigint][] = []
+function namedRoots(page: Buffer): { name: string; root: bigint; entries: bigint }[] {
+  const out: { name: string; root: bigint; entries: bigint }[] = []
   if (page.length < PAGEHDRSZ || !(page.readUInt16LE(0x12) & P_LEAF)) return out
   // mp_lower and the node offsets count from the end of the page header (PAGEBASE = PAGEHDRSZ).
   const keys = page.readUInt16LE(0x14) >> 1
   for (let i = 0; i < keys && PAGEHDRSZ + 2 * i + 2 <= page.length; i++) {
     const node = PAGEHDRSZ + page.readUInt16LE(PAGEHDRSZ + 2 * i)
-    // MDB_node: mn_lo, mn_hi (data size), mn_flags, mn_ksize, then the key and the data.
+    // MDB_node: mn_lo, mn_hi (data size), mn_flags, mn_ksize, then the key and the data (an
+    // MDB_db: md_entries at 32, md_root at 40).
     if (node + 8 > page.length) continue
     const flags = page.readUInt16LE(node + 4)
     const ksize = page.readUInt16LE(node + 6)
     const data = node + 8 + ksize
     if (!(flags & F_SUBDATA) || data + 48 > page.length) continue
-    out.push([page.toString('utf8', node + 8, node + 8 + ksize).replace(/\0$/, ''), page.readBigUInt64LE(data + 40)])
+    out.push({ name: page.toString('utf8', node + 8, node + 8 + ksize).replace(/\0$/, ''), root: page.readBigUInt64LE(data + 40), entries: page.readBigUInt64LE(data + 32) })
   }
   return out
 }

@@ -1,21 +1,8 @@
 import t from 'tap'
-import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir } from '../helpers/meterd.js'
+import { ADMIN_KEY, call, removeDir, spawnMeterd, storedCompletions, tempDir } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
 
 const C = '/meter/v2/ai/completions'
-const LIST = '/profitstream/v2/api/sources/metrics/ai/completions'
-
-/** Every stored completion of the admin key's team: transactionId → ids. */
-async function storedByTransaction(url: string): Promise<Map<string, string[]>> {
-  const out = new Map<string, string[]>()
-  for (let page = 0; ; page++) {
-    const res = await call(`${url}${LIST}?size=1000&page=${page}`, { key: ADMIN_KEY })
-    const list = res.body._embedded.aICompletionMetricResourceList as { id: string; transactionId: string }[]
-    for (const r of list) out.set(r.transactionId, [...(out.get(r.transactionId) ?? []), r.id])
-    if (page + 1 >= res.body.page.totalPages) break
-  }
-  return out
-}
 
 /** Posts unique completions from `workers` loops until the daemon stops answering. */
 async function load(url: string, workers: number, acked: Map<string, string>): Promise<void> {
@@ -48,7 +35,7 @@ t.test('SIGKILL under concurrent load loses no acknowledged record and duplicate
   t.ok(acked.size >= 400, `${acked.size} records acknowledged before the kill`)
 
   const second = await spawnMeterd(t, { dataDir })
-  const stored = await storedByTransaction(second.url)
+  const stored = await storedCompletions(second.url)
   let missing = 0
   let wrongId = 0
   for (const [tx, id] of acked) {
@@ -81,7 +68,7 @@ t.test('SIGTERM drains: in-flight requests are answered and the process exits 0'
   t.ok(answers.every((a) => a === undefined || a.status === 201), 'nothing answered with an error while draining')
 
   const again = await spawnMeterd(t, { dataDir })
-  const stored = await storedByTransaction(again.url)
+  const stored = await storedCompletions(again.url)
   const acknowledged = bodies.filter((_, i) => answers[i]?.status === 201)
   t.ok(acknowledged.every((b) => stored.has(b.transactionId as string)), `all ${ok} acknowledged records stored`)
   await again.stop()

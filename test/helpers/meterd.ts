@@ -245,7 +245,18 @@ export async function spawnMeterd(
   return child
 }
 
-/** Removes a directory tree (for tests that manage their own data dirs). */
+/** Every stored completion of `key`'s team (the admin key's by default), read through the API: transactionId → ids. */
+export async function storedCompletions(url: string, key = ADMIN_KEY): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>()
+  for (let page = 0; ; page++) {
+    const res = await call(`${url}/profitstream/v2/api/sources/metrics/ai/completions?size=1000&page=${page}`, { key })
+    const list = res.body._embedded.aICompletionMetricResourceList as { id: string; transactionId: string }[]
+    for (const r of list) out.set(r.transactionId, [...(out.get(r.transactionId) ?? []), r.id])
+    if (page + 1 >= res.body.page.totalPages) break
+  }
+  return out
+}
+
 /** The pids of a clustered daemon's worker processes (the children of its supervisor). */
 export function workerPids(d: ChildMeterd): number[] {
   try {
@@ -272,6 +283,7 @@ export function signal(pid: number, sig: NodeJS.Signals): void {
   } catch {}
 }
 
+/** Removes a directory tree (for tests that manage their own data dirs). */
 export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true })
 }

@@ -16,6 +16,8 @@ COPY scripts ./scripts
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
+# The build also writes the embedded price books, parsed, to dist/config/ (scripts/price-books.js).
+COPY config ./config
 RUN node scripts/build.js
 
 # ---- deps: production dependencies only (lmdb's native binary comes from its prebuilds) --

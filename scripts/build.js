@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 // Compiles src/ to dist/ with tsc. With --if-stale (npm start, npm test, npm ci's prepare) it
 // first compares modification times and does nothing, in a few milliseconds, when no source
-// changed since the last build — so `npm start` does not wait for tsc every time.
+// changed since the last build — so `npm start` does not wait for tsc every time. Either way it
+// then brings the parsed price books in dist/config/ up to date with config/ (./price-books.js).
 import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { writePriceBooks } from './price-books.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const stamp = join(root, 'dist', '.build-stamp')
@@ -26,7 +28,10 @@ if (!existsSync(join(root, 'src'))) process.exit(0)
 
 if (ifStale && existsSync(stamp) && existsSync(join(root, 'dist', 'src', 'cli', 'main.js'))) {
   const built = statSync(stamp).mtimeMs
-  if (inputs.every((p) => !existsSync(p) || newest(p) <= built)) process.exit(0)
+  if (inputs.every((p) => !existsSync(p) || newest(p) <= built)) {
+    await writePriceBooks(root)
+    process.exit(0)
+  }
 }
 
 let tsc
@@ -42,3 +47,4 @@ if (r.status !== 0) process.exit(r.status ?? 1)
 // Stamped with the time the build started: a source saved during the build is built next time.
 writeFileSync(stamp, '')
 utimesSync(stamp, started, started)
+await writePriceBooks(root)

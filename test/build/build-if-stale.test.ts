@@ -20,7 +20,7 @@ t.test('build.js --if-stale runs tsc only when a source is newer than the last b
   t.teardown(() => removeDir(root))
   mkdirSync(join(root, 'scripts'))
   mkdirSync(join(root, 'src', 'cli'), { recursive: true })
-  copyFileSync(join(PACKAGE_ROOT, 'scripts', 'build.js'), join(root, 'scripts', 'build.js'))
+  for (const script of ['build.js', 'price-books.js']) copyFileSync(join(PACKAGE_ROOT, 'scripts', script), join(root, 'scripts', script))
   symlinkSync(join(PACKAGE_ROOT, 'node_modules'), join(root, 'node_modules'))
   writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module' }))
   writeFileSync(join(root, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'NodeNext', target: 'ES2022', outDir: 'dist', rootDir: '.' }, include: ['src/**/*.ts'] }))

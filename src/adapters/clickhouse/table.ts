@@ -1,4 +1,4 @@
-import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client'
+import type { ClickHouseClient } from '@clickhouse/client'
 import { Readable } from 'node:stream'
 import { formatUnits } from '../../domain/analytics/units.js'
 import { COLUMN_NAMES, COLUMNS } from './row.js'
@@ -105,7 +105,9 @@ export function tableOf(t: ClickHouseTarget): string {
   return `${ident(t.database)}.${ident(t.table)}`
 }
 
-export function clientOf(t: ClickHouseTarget): ClickHouseClient {
+/** A client of the target. The package is loaded here, not when the module is: a daemon without a clickhouse exporter never loads it (about 90 ms of CPU at each start). */
+export async function clientOf(t: ClickHouseTarget): Promise<ClickHouseClient> {
+  const { ClickHouseLogLevel, createClient } = await import('@clickhouse/client')
   // The client's own log (to the console) is off: the exporter and the analytics reader log failures through meterd's logger.
   return createClient({ url: t.endpoint, username: t.username, password: t.password, request_timeout: t.timeoutMs, max_open_connections: 4, log: { level: ClickHouseLogLevel.OFF } })
 }

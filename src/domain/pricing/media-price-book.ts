@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs'
-import { parse } from 'yaml'
 import type { Cost, MediaBody, MediaKind } from '../../model/usage-record.js'
+import { readBookFile } from './book-file.js'
 import { dec, money, priceTooLarge, round, type Decimal } from './money.js'
 import { modelCandidates } from './price-book.js'
 
@@ -100,7 +99,7 @@ export class MediaPriceBook {
   }
 
   static load(path: string): MediaPriceBook {
-    const book = parse(readFileSync(path, 'utf8')) as MediaPriceBookYaml
+    const book = readBookFile(path) as MediaPriceBookYaml
     if (!book || typeof book !== 'object' || !book.providers) throw new Error(`${path}: not a media price book (no providers)`)
     return new MediaPriceBook(book)
   }

@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs'
-import { parse } from 'yaml'
 import type { CompletionBody, Cost } from '../../model/usage-record.js'
+import { readBookFile } from './book-file.js'
 import { Decimal, ZERO, dec, money, moneyOfUnits, priceTooLarge, type Scaled, perMillion, perTokenScaled, plusScaled, round, roundScaled, timesScaled, type Decimal as D } from './money.js'
 
 /** Per-million-token prices of one model (YAML spelling in comments). */
@@ -178,7 +177,7 @@ export class PriceBook {
   }
 
   static load(path: string, overrides: ModelOverride[] = []): PriceBook {
-    const book = parse(readFileSync(path, 'utf8')) as PriceBookYaml
+    const book = readBookFile(path) as PriceBookYaml
     if (!book || typeof book !== 'object' || !book.providers) throw new Error(`${path}: not a price book (no providers)`)
     return new PriceBook(book, overrides)
   }

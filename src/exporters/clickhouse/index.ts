@@ -89,7 +89,7 @@ export class ClickHouseExporter implements ConsumingComponent {
   async start(host: Host): Promise<void> {
     this.host = host
     this.queue = new ClickHouseQueue(host.store, this.settings.id.replace('/', '_'))
-    this.client = clientOf(this.target)
+    this.client = await clientOf(this.target)
     publishClickHouse(host.store, this.settings.id, { client: this.client, target: this.target })
     gaugesOf(this.settings.registry).add(this)
     this.stopped = false

@@ -1,48 +1,21 @@
 import { chmodSync, copyFileSync, constants, existsSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path'
-import type { MeterdConfig } from '../core/config/schema.js'
 import { StartupError, dataDirFailure } from '../core/startup-error.js'
 import { MASTER_KEY_FILE } from '../extensions/exportconfigs/master-key.js'
 import { SourceUnopened, copyStore, syncPath } from '../store/backup.js'
 import { DamagedStoreError, EX_DATAERR, checkDataFile, type DataFileSummary } from '../store/check.js'
 import { freeMiB } from '../store/disk-full.js'
 import { DATA_DIR_MODE, DATA_FILE_MODE, makeDirs } from '../store/data-dir.js'
-import { CONFIG_OPTION, EX_CANTCREAT, EX_IOERR, ExitError, UsageError, defineCommand, type Command } from './command.js'
+import { EX_CANTCREAT, EX_IOERR, ExitError, UsageError, type Command } from './command.js'
 
-const DETAILS = `Copies the data directory (--data-dir, else storage.path of the config) into DIR, a new
-directory, from one consistent read snapshot of data.mdb (LMDB's own copy), while a daemon goes on
-writing: nothing needs to be stopped. master.key is copied with it when the data directory has one.
-DIR is written as a hidden sibling first and renamed into place once complete and flushed, so an
-interrupted backup leaves nothing that looks like one. An existing, non-empty DIR is refused.
-Nothing is written into the data directory (it is opened read-only, as by doctor).
+export type BackupValues = { to?: string; 'data-dir'?: string; compact?: boolean; config?: string[] }
 
-Exit status: 0 written; 65 the data directory is missing, holds no store or is damaged; 73 DIR
-exists and is not empty; 74 the backup could not be written (a full disk); 64 bad usage;
-78 a bad config or a data directory this user may not open.`
-
-/** `meterd backup`: needs the config only for the data directory (and to say where the master key comes from). */
-export const BACKUP_COMMAND = (configOrExit: (files: string[]) => { config: MeterdConfig }): Command => {
-  const command: Command = defineCommand({
-    name: 'backup',
-    summary: 'copy a data directory, consistently, into a new directory while the daemon runs',
-    details: DETAILS,
-    options: {
-      to: { type: 'string', arg: 'DIR', required: true, help: 'the new directory to write (it must not exist, or be empty; required)' },
-      'data-dir': { type: 'string', arg: 'DIR', help: "the data directory to copy (default: the config's storage.path)" },
-      compact: { type: 'boolean', help: 'leave out the free pages (a smaller copy, slower to make)' },
-      ...CONFIG_OPTION,
-    },
-    run: (v) => backupCommand(v, configOrExit, command),
-  })
-  return command
-}
-
-type BackupValues = { to?: string; 'data-dir'?: string; compact?: boolean; config?: string[] }
-
-async function backupCommand(v: BackupValues, configOrExit: (files: string[]) => { config: MeterdConfig }, command: Command): Promise<number> {
+/** `meterd backup` (its definition is in main.ts): needs the config only for the data directory (and to say where the master key comes from). */
+export async function backupCommand(v: BackupValues, command: Command): Promise<number> {
   if (!v.to) throw new UsageError('backup needs --to DIR (a new directory for the copy)', command)
-  const config = v['data-dir'] === undefined || v.config ? configOrExit(v.config ?? []).config : undefined
+  // The config, and the components it loads, only when the data directory is not given.
+  const config = v['data-dir'] === undefined || v.config ? (await import('./config.js')).configOrExit(v.config ?? []).config : undefined
   const source = resolve(v['data-dir'] ?? config!.storage.path)
   checkSource(source)
   const target = resolve(v.to)

@@ -1,5 +1,6 @@
-import { CONFIG_OPTION, UsageError, defineCommand, type Command } from './command.js'
-import { checkAgainst, type MeterdConfig } from '../core/config/schema.js'
+import { UsageError, type Command } from './command.js'
+import { configOrExit } from './config.js'
+import { checkAgainst } from '../core/config/schema.js'
 import { schema as toolsSchema } from '../extensions/tools/index.js'
 import { declaredTools } from '../extensions/tools/index.js'
 import { ToolRegistry } from '../domain/tools/registry.js'
@@ -10,32 +11,14 @@ import { reprice } from '../domain/pricing/reprice.js'
 import { withStore } from './store.js'
 import { queueRepriced } from '../exporters/clickhouse/queue.js'
 
+export type RepriceValues = { config?: string[]; from?: string; to?: string; kind?: string; team?: string; 'dry-run'?: boolean; json?: boolean }
+
 /**
- * `meterd reprice`: prices the records stored unpriced whose event time is in [from, to), with
+ * `meterd reprice` (its definition is in main.ts): prices the records stored unpriced whose event time is in [from, to), with
  * the price book and tool registry of the given config. Safe beside a running daemon (LMDB is
  * shared across processes and every update is one transaction).
  */
-export const REPRICE_COMMAND = (configOrExit: (files: string[]) => { config: MeterdConfig }): Command => {
-  const command: Command = defineCommand({
-    name: 'reprice',
-    summary: 'price the stored records that were stored unpriced (their model or tool was unknown then); safe beside a running daemon',
-    options: {
-      ...CONFIG_OPTION,
-      from: { type: 'string', arg: 'ISO', help: 'only records whose event time is at or after this date-time' },
-      to: { type: 'string', arg: 'ISO', help: 'only records whose event time is before this date-time' },
-      kind: { type: 'string', arg: 'KIND', help: `only this kind: ${USAGE_KINDS.join(', ')}` },
-      team: { type: 'string', arg: 'TEAM', help: 'only this team' },
-      'dry-run': { type: 'boolean', help: 'count what would be priced, change nothing' },
-      json: { type: 'boolean', help: 'print the result as JSON' },
-    },
-    run: (v) => repriceCommand(v, configOrExit, command),
-  })
-  return command
-}
-
-type RepriceValues = { config?: string[]; from?: string; to?: string; kind?: string; team?: string; 'dry-run'?: boolean; json?: boolean }
-
-async function repriceCommand(v: RepriceValues, configOrExit: (files: string[]) => { config: MeterdConfig }, command: Command): Promise<number> {
+export async function repriceCommand(v: RepriceValues, command: Command): Promise<number> {
   // The usage shown with a wrong value is reprice's, not the list of every command.
   for (const f of ['from', 'to'] as const) if (v[f] !== undefined && !isDateTime(v[f]!)) throw new UsageError(`reprice: --${f} must be an ISO-8601 date-time`, command)
   if (v.kind !== undefined && !USAGE_KINDS.includes(v.kind as UsageKind)) throw new UsageError(`reprice: --kind must be one of ${USAGE_KINDS.join(', ')}`, command)

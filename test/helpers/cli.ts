@@ -2,7 +2,9 @@
 import { execFile, spawnSync } from 'node:child_process'
 import { createServer, type Server } from 'node:net'
 import { join } from 'node:path'
+import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
+import { writeConfig } from './meterd.js'
 import { freePort } from './net.js'
 
 const BIN = join(PACKAGE_ROOT, 'bin', 'meterd.js')
@@ -55,4 +57,30 @@ export async function meterdOn(dataDir: string, ...args: string[]) {
     env: { ...process.env, METERD_DATA_DIR: dataDir, METERD_ENDPOINT: `127.0.0.1:${port}`, METERD_OTLP_GRPC_ENDPOINT: '127.0.0.1:0', METERD_OTLP_HTTP_ENDPOINT: '127.0.0.1:0', METERD_LOG_LEVEL: 'warn' },
   })
   return { code: r.status, signal: r.signal, out: r.stdout + r.stderr }
+}
+
+/** A config `validate` refuses: what is wrong, the override that makes it so, the path named, why. */
+export type Refused = [what: string, override: Record<string, unknown>, path: string, message: RegExp]
+
+/**
+ * Each override, merged over the embedded default, is refused by `validate` (exit 78, naming the
+ * path and saying why), and those at the indices of `alsoRun` by `run` too, before it listens.
+ */
+export async function expectRefused(
+  t: { equal(a: unknown, b: unknown, m?: string): void; match(a: unknown, b: unknown, m?: string): void },
+  dir: string,
+  cases: Refused[],
+  alsoRun: number[],
+): Promise<void> {
+  for (const [i, [what, override, path, message]] of cases.entries()) {
+    const cfg = writeConfig(dir, override, `case-${i}.yaml`)
+    const v = await meterd(['validate', '--config', DEFAULT_CONFIG_PATH, '--config', cfg])
+    t.equal(v.code, 78, `validate: ${what} → exit 78`)
+    t.match(v.stderr, `  ${path}: `, `validate names ${path}`)
+    t.match(v.stderr, message, `validate says why: ${what}`)
+    if (!alsoRun.includes(i)) continue // run goes through the same checks; a sample of kinds keeps the test short
+    const r = await meterd(['run', '--config', DEFAULT_CONFIG_PATH, '--config', cfg], { env: { METERD_DATA_DIR: join(dir, `data-${i}`) } })
+    t.equal(r.code, 78, `run: ${what} → exit 78 before listening`)
+    t.match(r.stderr, `  ${path}: `, `run names ${path} too`)
+  }
 }

@@ -3,10 +3,10 @@ import { constants as osConstants } from 'node:os'
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path'
 import { StartupError, dataDirFailure } from '../core/startup-error.js'
 import { MASTER_KEY_FILE } from '../extensions/exportconfigs/master-key.js'
-import { SourceUnopened, copyStore, syncPath } from '../store/backup.js'
+import { SourceUnopened, copyStore } from '../store/backup.js'
 import { DamagedStoreError, EX_DATAERR, checkDataFile, type DataFileSummary } from '../store/check.js'
 import { freeMiB } from '../store/disk-full.js'
-import { DATA_DIR_MODE, DATA_FILE_MODE, makeDirs } from '../store/data-dir.js'
+import { DATA_DIR_MODE, DATA_FILE_MODE, makeDirs, syncPath } from '../store/data-dir.js'
 import { EX_CANTCREAT, EX_IOERR, ExitError, UsageError, type Command } from './command.js'
 
 export type BackupValues = { to?: string; 'data-dir'?: string; compact?: boolean; config?: string[] }

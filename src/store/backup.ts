@@ -1,7 +1,7 @@
-import { chmodSync, closeSync, fsyncSync, openSync } from 'node:fs'
+import { chmodSync } from 'node:fs'
 import { join } from 'node:path'
 import { open } from 'lmdb'
-import { DATA_FILE_MODE } from './data-dir.js'
+import { DATA_FILE_MODE, syncPath } from './data-dir.js'
 
 /**
  * Copies the store of `source` into `target`/data.mdb (a directory that exists and holds no
@@ -38,15 +38,5 @@ export async function copyStore(source: string, target: string, compact: boolean
 export class SourceUnopened extends Error {
   constructor(override readonly cause: unknown) {
     super((cause as Error)?.message ?? String(cause))
-  }
-}
-
-/** fsync of a file or of a directory (its entries). */
-export function syncPath(path: string): void {
-  const fd = openSync(path, 'r')
-  try {
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
   }
 }

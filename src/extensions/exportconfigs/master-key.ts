@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { DATA_FILE_MODE } from '../../store/data-dir.js'
+import { DATA_FILE_MODE, syncPath } from '../../store/data-dir.js'
 import { StartupError } from '../../core/startup-error.js'
 
 /** The generated master key's file, beside data.mdb: back both up together. */
@@ -64,11 +64,6 @@ export function loadOrCreateMasterKey(dataDir: string): { key: string; created: 
     unlinkSync(tmp)
   }
   // The new directory entry must be on disk before any secret is sealed with the key.
-  const dir = openSync(dataDir, 'r')
-  try {
-    fsyncSync(dir)
-  } finally {
-    closeSync(dir)
-  }
+  syncPath(dataDir)
   return created ? { key, created, path } : { key: readMasterKeyFile(dataDir)!, created, path }
 }

@@ -10,8 +10,6 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { pino } from 'pino'
 import t from 'tap'
-import { DEFAULT_CONFIG_PATH } from '../../src/core/config/load.js'
-import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { Decimal } from '../../src/domain/pricing/money.js'
 import type { PricingElement } from '../../src/model/pricing-element.js'
 import type { SharedState } from '../../src/ports/shared.js'
@@ -20,7 +18,7 @@ import { Outage, RedisClient } from '../../src/store/redis/connection.js'
 import { RedisTierQuantities } from '../../src/store/redis/tiers.js'
 import { completion } from '../fixtures/wire-examples.js'
 import { openReplica, startGatewayCluster } from '../helpers/gateway.js'
-import { ADMIN_KEY, call, removeDir, spawnMeterd, tempDir, writeConfig } from '../helpers/meterd.js'
+import { ADMIN_KEY, call, removeDir, tempDir, writeConfig } from '../helpers/meterd.js'
 import { haveRedis, stallRedis, startRedis } from '../helpers/redis-server.js'
 
 const POST_COMPLETION = '/meter/v2/ai/completions'
@@ -140,17 +138,8 @@ if (!haveRedis) {
   })
 
   t.test('claims whose answer is lost are released once Redis answers: the retries are served at once, not after claim_ttl_seconds', async (t) => {
-    const redis = await startRedis()
-    t.teardown(() => redis.stop())
-    const dir = tempDir('meterd-lost-replies-')
-    t.teardown(() => removeDir(dir))
-    const override = writeConfig(dir, {
-      server: { shared_state: { redis: { resync_seconds: 60, claim_ttl_seconds: 30 } } },
-      extensions: { ratelimit: { limits: { metering: 100000, analytics: 100000, platform: 100000 }, error_pattern: { enabled: false } } },
-    })
-    const configFiles = [DEFAULT_CONFIG_PATH, join(PACKAGE_ROOT, 'config', 'gateway.yaml'), override]
-    const env = { METERD_REDIS_URL: redis.url, METERD_WORKERS: '1' }
-    const replica = await spawnMeterd(t, { dataDir: join(dir, 'data'), configFiles, env, readyTimeoutMs: 60_000 })
+    // Claims held for 30 s unless released: a retry that waited for their expiry is told apart.
+    const { redis, replicas: [replica] } = await startGatewayCluster(t, { count: 1, redis: { claim_ttl_seconds: 30 } })
 
     // Redis busy for 2 s (command_timeout_ms is 1 s): the claims are sent, answered too late, and made.
     const keyed = { body: completion(), headers: { 'idempotency-key': `lost-${Date.now()}` } }

@@ -10,7 +10,7 @@ import t from 'tap'
 import { PACKAGE_ROOT } from '../../src/core/paths.js'
 import { verifyWebhook } from '../../src/domain/webhooks/verify.js'
 import { meterd, meterdOn } from '../helpers/cli.js'
-import { ADMIN_KEY, call, removeDir, spawnMeterd, storedCompletions, tempDir } from '../helpers/meterd.js'
+import { ADMIN_KEY, call, compareStored, removeDir, spawnMeterd, storedCompletions, tempDir } from '../helpers/meterd.js'
 import { startReceiver } from '../helpers/webhook-receiver.js'
 import { completion } from '../fixtures/wire-examples.js'
 
@@ -79,13 +79,7 @@ t.test('a backup taken under load restores every acknowledged record, the keys a
   const restored = await spawnMeterd(t, { dataDir: target, configFiles, env: { METERD_BOOTSTRAP_API_KEY: 'hak_default_otherotherotherotherother01' } })
   t.equal((await call(`${restored.url}/profitstream/v2/api/sources/metrics/ai/completions?size=1`, { key: ADMIN_KEY })).status, 200, "the source's admin key works on it")
   const stored = await storedCompletions(restored.url)
-  let missing = 0
-  let wrongId = 0
-  for (const [tx, id] of before) {
-    const ids = stored.get(tx)
-    if (!ids) missing++
-    else if (ids.length !== 1 || ids[0] !== id) wrongId++
-  }
+  const { missing, wrongId } = compareStored(stored, before)
   t.equal(missing, 0, `every record acknowledged before the backup began is there (${before.size})`)
   t.equal(wrongId, 0, 'once, under the id it was acknowledged with')
   t.equal(stored.size, records, 'and as many records as the backup said')

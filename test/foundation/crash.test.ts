@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ADMIN_KEY, call, removeDir, spawnMeterd, storedCompletions, tempDir } from '../helpers/meterd.js'
+import { ADMIN_KEY, call, compareStored, removeDir, spawnMeterd, storedCompletions, tempDir } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
 
 const C = '/meter/v2/ai/completions'
@@ -36,13 +36,7 @@ t.test('SIGKILL under concurrent load loses no acknowledged record and duplicate
 
   const second = await spawnMeterd(t, { dataDir })
   const stored = await storedCompletions(second.url)
-  let missing = 0
-  let wrongId = 0
-  for (const [tx, id] of acked) {
-    const ids = stored.get(tx)
-    if (!ids) missing++
-    else if (ids.length !== 1 || ids[0] !== id) wrongId++
-  }
+  const { missing, wrongId } = compareStored(stored, acked)
   t.equal(missing, 0, 'every acknowledged record is present after restart')
   t.equal(wrongId, 0, 'exactly once, under the id that was acknowledged')
   t.ok([...stored.values()].every((ids) => ids.length === 1), 'no transactionId is stored twice')

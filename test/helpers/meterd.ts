@@ -257,6 +257,21 @@ export async function storedCompletions(url: string, key = ADMIN_KEY): Promise<M
   return out
 }
 
+/**
+ * How the acknowledged records (transactionId → the id of their 201) stand among the stored ones
+ * (storedCompletions): `missing` not stored, `wrongId` stored more than once or under another id.
+ */
+export function compareStored(stored: Map<string, string[]>, acked: Map<string, string>): { missing: number; wrongId: number } {
+  let missing = 0
+  let wrongId = 0
+  for (const [tx, id] of acked) {
+    const ids = stored.get(tx)
+    if (!ids) missing++
+    else if (ids.length !== 1 || ids[0] !== id) wrongId++
+  }
+  return { missing, wrongId }
+}
+
 /** The pids of a clustered daemon's worker processes (the children of its supervisor). */
 export function workerPids(d: ChildMeterd): number[] {
   try {

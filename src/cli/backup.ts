@@ -6,6 +6,7 @@ import { MASTER_KEY_FILE } from '../extensions/exportconfigs/master-key.js'
 import { SourceUnopened, copyStore } from '../store/backup.js'
 import { DamagedStoreError, EX_DATAERR, checkDataFile, type DataFileSummary } from '../store/check.js'
 import { freeMiB } from '../store/disk-full.js'
+import { readEveryPage } from '../store/walk.js'
 import { DATA_DIR_MODE, DATA_FILE_MODE, makeDirs, syncPath } from '../store/data-dir.js'
 import { EX_CANTCREAT, EX_IOERR, ExitError, UsageError, type Command } from './command.js'
 
@@ -47,11 +48,16 @@ export async function backupCommand(v: BackupValues, command: Command): Promise<
   let copy: DataFileSummary
   let keyCopied: boolean
   try {
+    // A compacting copy walks the source's trees in this process, where a damaged page would
+    // fault: the source is read through in a child first (the plain copy takes pages as they are).
+    if (v.compact) verifyStore(source, source, target)
     try {
       await copyStore(source, partial, v.compact === true)
     } catch (err) {
       // Opening the source (the store is shared: lock.mdb must be writable) or writing the copy.
       if (err instanceof SourceUnopened) throw dataDirFailure(err.cause, source)
+      // Compacting: a page of the source LMDB cannot follow.
+      if (/^MDB_(PAGE_NOTFOUND|CORRUPTED)/.test(reason(err))) throw sourceDamaged(source, target, `LMDB could not copy it (${reason(err)})`)
       throw unwritable(parent, target, err)
     }
     keyCopied = copyMasterKey(source, partial)
@@ -62,6 +68,10 @@ export async function backupCommand(v: BackupValues, command: Command): Promise<
       const problem = err instanceof DamagedStoreError ? err.problem : reason(err)
       throw new ExitError(`the copy of ${source} is not sound (${problem}); nothing was written to ${target}. Check the data directory with meterd doctor`, EX_IOERR)
     }
+    // Then every page of it, as doctor reads a store: a copy is only as sound as the source's pages.
+    verifyStore(partial, source, target)
+    // Reading it made LMDB's reader table there; a restore starts without one.
+    rmSync(join(partial, 'lock.mdb'), { force: true })
     syncPath(partial)
     try {
       // Onto an empty directory (allowed) rename replaces it; onto one filled meanwhile it fails.
@@ -109,6 +119,26 @@ function checkSource(source: string): void {
     throw err instanceof DamagedStoreError || err instanceof StartupError ? err : dataDirFailure(err, source)
   }
   if (!summary) throw new ExitError(`${source} holds no store (no data.mdb): there is nothing to back up (check --data-dir or storage.path)`, EX_DATAERR)
+}
+
+/**
+ * Reads every key and value of `dir` (the copy, or the source before compacting it) in a child
+ * process: LMDB faults on a damaged page. The copy's pages are the source's, so damage found in
+ * either is the source's (exit 65, as doctor says).
+ */
+function verifyStore(dir: string, source: string, target: string): void {
+  const read = readEveryPage(dir)
+  if ('crashed' in read) throw sourceDamaged(source, target, `reading every page of it crashed (${read.crashed}): a page is damaged`)
+  if ('failed' in read) throw sourceDamaged(source, target, `LMDB could not read it (${read.failed})`)
+  if (read.inconsistent.length)
+    throw sourceDamaged(source, target, read.inconsistent.map((db) => `database ${db.name} has ${db.entries} entries where its header counts ${db.counted}`).join('; '))
+}
+
+function sourceDamaged(source: string, target: string, what: string): ExitError {
+  return new ExitError(
+    `the data file of ${source} is damaged: ${what}. Check it with meterd doctor --data-dir ${source}; restore it from an earlier backup. Nothing was written to ${target}`,
+    EX_DATAERR,
+  )
 }
 
 /** A backup never overwrites: DIR may be absent, or an empty directory. */

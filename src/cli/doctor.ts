@@ -1,11 +1,9 @@
-import { spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { StartupError } from '../core/startup-error.js'
 import { checkDataFile, DamagedStoreError, EX_DATAERR } from '../store/check.js'
 import { inspect, isRunning, LOCK_FILE, mayBeMeterd } from '../store/lock.js'
-import type { WalkedDatabase } from '../store/walk.js'
+import { readEveryPage } from '../store/walk.js'
 
 export const DOCTOR_USAGE = `  doctor [--data-dir DIR]   check a data directory offline; exit 0 when sound, 65 when damaged`
 
@@ -55,28 +53,21 @@ export function doctorCommand(dir: string, out: (line: string) => void): number 
   }
 
   // LMDB faults on a damaged page instead of throwing: read everything in a child process.
-  const walker = fileURLToPath(new URL('../store/walk.js', import.meta.url))
-  const child = spawnSync(process.execPath, [walker, dir], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 })
-  if (child.signal || child.status !== 0) {
+  const read = readEveryPage(dir)
+  if ('crashed' in read) {
     return problem(
-      `reading the store crashed (${child.signal ?? `exit ${child.status}`}): a page of ${summary.file} is damaged. Restore the data directory from a backup, or move data.mdb aside to start with an empty store.`,
+      `reading the store crashed (${read.crashed}): a page of ${summary.file} is damaged. Restore the data directory from a backup, or move data.mdb aside to start with an empty store.`,
     )
   }
-  let walked: { databases?: WalkedDatabase[]; error?: string }
-  try {
-    walked = JSON.parse(child.stdout)
-  } catch {
-    return problem(`reading the store failed: ${child.stderr || child.stdout}`)
-  }
-  if (walked.error || !walked.databases) return problem(`LMDB could not read ${summary.file}: ${walked.error}`)
+  if ('failed' in read) return problem(`LMDB could not read ${summary.file}: ${read.failed}`)
   let bad = 0
-  for (const db of walked.databases) {
+  for (const db of read.databases) {
     if (db.entries !== db.counted) {
       bad++
       out(`PROBLEM: database ${db.name}: ${db.entries} entries read, where its header counts ${db.counted}`)
     } else out(`ok: database ${db.name}: ${db.entries} entries`)
   }
   if (bad) return problem(`${bad} database(s) of ${summary.file} are inconsistent: restore the data directory from a backup`)
-  out(`the store is sound (${walked.databases.length} databases)`)
+  out(`the store is sound (${read.databases.length} databases)`)
   return 0
 }

@@ -237,11 +237,13 @@ const BACKUP: Command = defineCommand({
   details: `Copies the data directory (--data-dir, else storage.path of the config) into DIR, a new
 directory, from one consistent read snapshot of data.mdb (LMDB's own copy), while a daemon goes on
 writing: nothing needs to be stopped. master.key is copied with it when the data directory has one.
-DIR is written as a hidden sibling first and renamed into place once complete and flushed, so an
-interrupted backup leaves nothing that looks like one. An existing, non-empty DIR is refused.
+DIR is written as a hidden sibling first, read through (every page, as doctor reads a store) and
+renamed into place once complete and flushed, so an interrupted or damaged backup leaves nothing
+that looks like one. An existing, non-empty DIR is refused.
 Nothing is written into the data directory (it is opened read-only, as by doctor).
 
-Exit status: 0 written; 65 the data directory is missing, holds no store or is damaged; 73 DIR
+Exit status: 0 written; 65 the data directory is missing, holds no store or is damaged (its
+header pages, or a page of the copy); 73 DIR
 exists and is not empty; 74 the backup could not be written (a full disk); 64 bad usage;
 78 a bad config or a data directory this user may not open.`,
   options: {

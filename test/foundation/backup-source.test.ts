@@ -1,10 +1,11 @@
 /**
  * The data directories `meterd backup` copies and refuses: one without master.key (its master
  * key comes from the config: the output says to keep that), and one missing, without a store or
- * damaged (exit 65, as doctor says). (The backup of a running daemon: backup.test.ts; the
+ * damaged, in its header pages or further in (exit 65, as doctor says). (The backup of a running daemon: backup.test.ts; the
  * targets it refuses: backup-refusals.test.ts.)
  */
-import { closeSync, cpSync, existsSync, mkdirSync, openSync, readdirSync, writeSync } from 'node:fs'
+import { randomFillSync } from 'node:crypto'
+import { closeSync, cpSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { meterdOn } from '../helpers/cli.js'
@@ -54,5 +55,31 @@ t.test('backup: the source directory', async (t) => {
     t.notMatch(bad.out, /\n\s+at /, 'no stack trace')
     t.notOk(existsSync(to), 'no backup was written')
     t.same(partials(), [], 'no partial copy was left')
+  })
+  t.test('a source damaged past its header pages: the copy is read through and refused (exit 65), plain or compacted', async (t) => {
+    const damaged = join(base, 'damaged-inside')
+    cpSync(store, damaged, { recursive: true })
+    const file = join(damaged, 'data.mdb')
+    // Every page but the two header pages and the main tree's root (which the header check
+    // reads): the databases' own pages, as a bad disk block would leave them.
+    const data = readFileSync(file)
+    const PAGE = 4096
+    const newer = data.readBigUInt64LE(PAGE + 24 + 128) > data.readBigUInt64LE(24 + 128) ? PAGE : 0
+    const mainRoot = Number(data.readBigUInt64LE(newer + 24 + 112))
+    const fd = openSync(file, 'r+')
+    for (let page = 2; page < data.length / PAGE; page++) if (page !== mainRoot) writeSync(fd, randomFillSync(Buffer.alloc(PAGE)), 0, PAGE, page * PAGE)
+    closeSync(fd)
+    t.equal((await meterdOn(store, 'doctor', '--data-dir', damaged)).code, 65, 'doctor finds it damaged')
+    for (const flags of [[], ['--compact']]) {
+      const to = join(base, 'never-inside')
+      const r = await meterdOn(store, 'backup', '--data-dir', damaged, '--to', to, ...flags)
+      t.equal(r.signal, null, `${flags.join(' ') || 'plain'}: no crash`)
+      t.equal(r.code, 65, 'exit 65')
+      t.match(r.out, `meterd: the data file of ${damaged} is damaged: `)
+      t.match(r.out, `Check it with meterd doctor --data-dir ${damaged}`)
+      t.notMatch(r.out, /\n\s+at /, 'no stack trace')
+      t.notOk(existsSync(to), 'no backup was written')
+      t.same(partials(), [], 'no partial copy was left')
+    }
   })
 })

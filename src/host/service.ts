@@ -18,6 +18,9 @@ import { PACKAGE_ROOT } from '../core/paths.js'
 import { dataDirFailure, listenFailure } from '../core/startup-error.js'
 import { build, type Factories, type Graph, type Plan } from './graph.js'
 import { LOCAL, type ClusterBus } from '../core/cluster/bus.js'
+
+/** What a stop leaves for settling with the shared state when the drain and flushes used all of shutdown_timeout_ms. */
+const SETTLE_AT_LEAST_MS = 1000
 import { NO_ITEM_METRICS, componentMetrics, createTelemetry, httpRequestMetrics, type Telemetry } from '../core/telemetry.js'
 
 export type ServiceState = 'created' | 'starting' | 'ready' | 'draining' | 'stopped'
@@ -175,7 +178,7 @@ export class Service implements Host {
   /**
    * Receivers stop first (no new data), then the listener drains, then everything downstream
    * flushes, then what the replica owes the shared state is settled in what is left of
-   * shutdown_timeout_ms (the supervisor kills a worker 2 s past it).
+   * shutdown_timeout_ms, and at least SETTLE_AT_LEAST_MS (the supervisor kills a worker 2 s past it).
    */
   async shutdown(): Promise<void> {
     if (this.state === 'stopped' || this.state === 'draining') return
@@ -191,7 +194,9 @@ export class Service implements Host {
       }
     }
     this.started = []
-    await this.shared?.close(until - Date.now())
+    // Only this replica knows what it owes Redis: even a drain that used the whole timeout
+    // leaves it a try, within the 2 s the supervisor (or run's own exit timer) allows past it.
+    await this.shared?.close(Math.max(until - Date.now(), SETTLE_AT_LEAST_MS))
     await this.store.close()
     this.state = 'stopped'
     this.logger.info('meterd stopped')

@@ -6,6 +6,7 @@
  * that way is released (the client's retry is served at once, not after claim_ttl_seconds); a
  * replica that stops meanwhile does so first, within shutdown_timeout_ms.
  */
+import { connect } from 'node:net'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { pino } from 'pino'
@@ -222,6 +223,42 @@ if (!haveRedis) {
       t.equal(res.status, 201, `the ${name} retry on the other replica is served (${seen.join(', ')}): ${res.text.slice(0, 200)}`)
       t.ok(took < 2000, `within ${took.toFixed(0)} ms, not after claim_ttl_seconds`)
     }
+  })
+
+  t.test('a replica whose drain uses all of shutdown_timeout_ms still releases, in the second it keeps for it, the claim whose answer was lost', async (t) => {
+    const cluster = await startGatewayCluster(t, { count: 0, redis: { claim_ttl_seconds: 10 } })
+    cluster.configFiles.push(writeConfig(cluster.dir, { server: { shutdown_timeout_ms: 500 } }, 'stop.yaml'))
+    const a = await cluster.start(0)
+    const b = await cluster.start(1)
+
+    // A client uploading slowly: its request is in flight until the stop cuts it, 500 ms after SIGTERM.
+    const port = Number(new URL(a.url).port)
+    const upload = connect(port, '127.0.0.1')
+    upload.on('error', () => undefined)
+    const cut = new Promise((r) => upload.on('close', r))
+    upload.write(
+      `POST ${POST_COMPLETION} HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${ADMIN_KEY}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n[`,
+    )
+    await sleep(200)
+
+    // Redis busy for 2.2 s: the claim is sent, unanswered (1 s), and made when Redis lets go, about
+    // 1 s after SIGTERM: past the drain's 500 ms, within the second kept for settling.
+    const stalled = stallRedis(cluster.redis.port, 2.2)
+    let answered = false
+    void stalled.then(() => (answered = true))
+    await sleep(150)
+    const keyed = { body: completion(), headers: { 'idempotency-key': `drained-${Date.now()}` } }
+    const refused = await call(a.url + POST_COMPLETION, { key: ADMIN_KEY, ...keyed })
+    t.equal(refused.status, 503, refused.text)
+    t.notOk(answered, 'Redis has not answered yet')
+    t.equal(await a.stop('SIGTERM'), 0, 'the replica stops cleanly')
+    await cut
+    t.ok(answered, 'Redis answered before the replica exited')
+    t.notOk(a.stdout.join('').includes('stopping with what Redis did not answer in time'), 'nothing was left unsettled')
+
+    const { res, seen, took } = await retryUntilServed(b.url, keyed)
+    t.equal(res.status, 201, `the retry on the other replica is served (${seen.join(', ')}): ${res.text.slice(0, 200)}`)
+    t.ok(took < 2000, `within ${took.toFixed(0)} ms, not after claim_ttl_seconds`)
   })
 
   t.test('a replica stopped while Redis stays stalled exits within shutdown_timeout_ms and says what it left unsettled', async (t) => {

@@ -82,3 +82,39 @@ t.test('every YAML snippet of the docs is a valid override of the embedded defau
     if (!/<!-- (with-previous )?replaces-lists/.test(s.marks)) t.same(droppedEntries(parse(s.text)), [], `${where} keeps the default's list entries`)
   }
 })
+
+// Every `meterd COMMAND --flag` the README and docs show (commands in code blocks and in prose,
+// `node bin/meterd.js …` included) is a command of the CLI's table with that option, so a renamed
+// or removed flag cannot linger in the docs. Flags shown on purpose as wrong ones are listed here.
+const WRONG_ON_PURPOSE = new Set(['--no-such-flag', '--bogus'])
+
+/** `[file:line, command, flag]` for every flag given to a meterd command in the docs. */
+function documentedFlags(commandNames: string[]): [string, string, string][] {
+  const files = ['README.md', 'Dockerfile', 'docker-compose.yml', ...readdirSync(join(PACKAGE_ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)]
+  // Two-word commands first, so `keys create` is not read as a `keys` command.
+  const names = [...commandNames].sort((a, b) => b.length - a.length).map((n) => n.replace(/ /g, ' +'))
+  const invocation = new RegExp(`\\bmeterd(?:\\.js)? +(${names.join('|')})(?![\\w-])((?: +(?!#)[^\\s\`|;&)#]+)*)`, 'g')
+  const out: [string, string, string][] = []
+  for (const file of files) {
+    const lines = readFileSync(join(PACKAGE_ROOT, file), 'utf8').split('\n')
+    lines.forEach((line, i) => {
+      for (const m of line.matchAll(invocation))
+        for (const f of m[2].matchAll(/(?<![\w-])(--[a-z][a-z-]*)/g)) out.push([`${file}:${i + 1}`, m[1].replace(/ +/g, ' '), f[1]])
+    })
+  }
+  return out
+}
+
+t.test('every meterd command and flag the docs show is one the CLI has', async (t) => {
+  const { COMMANDS } = await import('../src/cli/main.js')
+  const flags = documentedFlags(COMMANDS.map((c) => c.name))
+  t.ok(flags.length >= 30, `found the documented flags (${flags.length})`)
+  const unknown = flags
+    .filter(([, command, flag]) => {
+      if (flag === '--help' || WRONG_ON_PURPOSE.has(flag)) return false
+      const c = COMMANDS.find((c) => c.name === command)!
+      return !Object.hasOwn(c.options, flag.slice(2))
+    })
+    .map(([where, command, flag]) => `${where}: meterd ${command} ${flag}`)
+  t.same(unknown, [], 'every flag shown is an option of its command (`meterd COMMAND --help`)')
+})

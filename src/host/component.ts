@@ -89,6 +89,8 @@ interface FactoryBase<S extends TSchema> {
    * returned (full paths) or reported through `ctx.issue` (paths below the component).
    */
   check?(config: Static<S>, ctx: CheckContext): ConfigIssue[] | void
+  /** Loads what `create` needs ahead of it, so build() can load every implementation at once. */
+  load?(): Promise<unknown>
 }
 
 /** What a factory's `check` can ask about the rest of the config, and where it reports. */
@@ -171,6 +173,8 @@ export type Descriptor<F extends Factory> = Omit<F, 'create'>
 
 /** The factory of `descriptor` whose `create` loads the implementation's factory (`import()`) first. */
 export function lazyFactory<F extends Factory>(descriptor: Descriptor<F>, load: () => Promise<F>): F {
-  const create = async (...args: unknown[]): Promise<unknown> => ((await load()).create as (...a: unknown[]) => unknown)(...args)
-  return { ...descriptor, create } as unknown as F
+  let loaded: Promise<F> | undefined
+  const factory = () => (loaded ??= load())
+  const create = async (...args: unknown[]): Promise<unknown> => ((await factory()).create as (...a: unknown[]) => unknown)(...args)
+  return { ...descriptor, load: factory, create } as unknown as F
 }

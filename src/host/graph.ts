@@ -260,6 +260,9 @@ export async function build(config: MeterdConfig, p: Plan, settings: (kind: Kind
     return out
   }
 
+  // The implementations the service uses, imported together rather than one create at a time.
+  await Promise.all([...new Set([...p.components.values()].map((c) => c.factory))].map((f) => f.load?.()))
+
   const extensions = new Map<string, Component>()
   for (const id of config.service.extensions) {
     const pl = planned('extension', id)

@@ -3,7 +3,6 @@ import { SIGNALS, type Batch } from '../../core/consumer.js'
 import { forwardDescriptor } from './descriptor.js'
 
 /** Passes a signal from one pipeline into others of the same signal (the Collector's forward connector). */
-
 export const forwardFactory: ConnectorFactory<typeof forwardDescriptor.schema> = {
   ...forwardDescriptor,
   create: (_settings, _config, next): ConsumingComponent => {

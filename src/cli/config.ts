@@ -7,8 +7,9 @@ import { factoryMap, runnableIssues } from '../host/graph.js'
 import { EX_CONFIG, ExitError } from './command.js'
 
 /**
- * The config as the commands see it, and the commands that show it. This loads every component
- * (components.js), so main.ts imports it only when a command needs the config.
+ * The config as the commands see it, and the commands that show it. This loads every component's
+ * descriptor (components.js: schemas and checks, no implementation), so main.ts imports it only
+ * when a command needs the config.
  */
 
 /** The merged, checked config, or exit 78 with every issue on stderr. */

@@ -69,6 +69,13 @@ export interface ConsumingComponent extends Component {
   readonly consumers: SignalConsumers
 }
 
+/**
+ * What `create` returns: the component, or a promise of it. A factory's module holds what reading a
+ * config needs (schema, `check`); its `create` may load the implementation with `import()`, so
+ * `meterd validate` and the other config commands do not load servers, clients and stores.
+ */
+export type Created<T> = T | Promise<T>
+
 interface FactoryBase<S extends TSchema> {
   type: string
   description: string
@@ -82,6 +89,8 @@ interface FactoryBase<S extends TSchema> {
    * returned (full paths) or reported through `ctx.issue` (paths below the component).
    */
   check?(config: Static<S>, ctx: CheckContext): ConfigIssue[] | void
+  /** Loads what `create` needs ahead of it, so build() can load every implementation at once. */
+  load?(): Promise<unknown>
 }
 
 /** What a factory's `check` can ask about the rest of the config, and where it reports. */
@@ -104,21 +113,21 @@ export interface ReceiverFactory<S extends TSchema = TSchema> extends FactoryBas
   kind: 'receiver'
   signals: readonly Signal[]
   /** One instance per id, however many pipelines list it; `next` has a consumer per signal it feeds. */
-  create(settings: CreateSettings, config: Static<S>, next: SignalConsumers): Component
+  create(settings: CreateSettings, config: Static<S>, next: SignalConsumers): Created<Component>
 }
 
 export interface ProcessorFactory<S extends TSchema = TSchema> extends FactoryBase<S> {
   kind: 'processor'
   signals: readonly Signal[]
   /** One instance per pipeline, so processors never share state across pipelines by accident. */
-  create(settings: CreateSettings, config: Static<S>, signal: Signal, next: Consumer<any>): Component & Consumer<any>
+  create(settings: CreateSettings, config: Static<S>, signal: Signal, next: Consumer<any>): Created<Component & Consumer<any>>
   mutatesData: boolean
 }
 
 export interface ExporterFactory<S extends TSchema = TSchema> extends FactoryBase<S> {
   kind: 'exporter'
   signals: readonly Signal[]
-  create(settings: CreateSettings, config: Static<S>): ConsumingComponent
+  create(settings: CreateSettings, config: Static<S>): Created<ConsumingComponent>
 }
 
 export interface ConnectorFactory<S extends TSchema = TSchema> extends FactoryBase<S> {
@@ -129,12 +138,12 @@ export interface ConnectorFactory<S extends TSchema = TSchema> extends FactoryBa
    * `next` feeds every pipeline that receives from the connector, per signal; `pipelines` holds
    * each of those pipelines alone, by pipeline id, for connectors that choose (routing).
    */
-  create(settings: CreateSettings, config: Static<S>, next: SignalConsumers, pipelines: ReadonlyMap<string, Consumer<any>>): ConsumingComponent
+  create(settings: CreateSettings, config: Static<S>, next: SignalConsumers, pipelines: ReadonlyMap<string, Consumer<any>>): Created<ConsumingComponent>
 }
 
 export interface ExtensionFactory<S extends TSchema = TSchema> extends FactoryBase<S> {
   kind: 'extension'
-  create(settings: CreateSettings, config: Static<S>): Component
+  create(settings: CreateSettings, config: Static<S>): Created<Component>
 }
 
 export type Factory =
@@ -153,4 +162,19 @@ export function componentType(id: string): string {
 /** Pipeline id `signal` or `signal/name` → the signal part. */
 export function pipelineSignal(id: string): string {
   return componentType(id)
+}
+
+/**
+ * A factory without `create`: kind, type, schema and `check`, what reading a config needs. Each
+ * component's `descriptor.ts` holds it, apart from the implementation (`index.ts`, whose factory
+ * spreads it), so the config commands load no server, client or store.
+ */
+export type Descriptor<F extends Factory> = Omit<F, 'create'>
+
+/** The factory of `descriptor` whose `create` loads the implementation's factory (`import()`) first. */
+export function lazyFactory<F extends Factory>(descriptor: Descriptor<F>, load: () => Promise<F>): F {
+  let loaded: Promise<F> | undefined
+  const factory = () => (loaded ??= load())
+  const create = async (...args: unknown[]): Promise<unknown> => ((await factory()).create as (...a: unknown[]) => unknown)(...args)
+  return { ...descriptor, load: factory, create } as unknown as F
 }

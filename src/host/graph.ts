@@ -241,7 +241,7 @@ export interface Graph {
   pipelines: string[]
 }
 
-export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: string) => CreateSettings): Graph {
+export async function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: string) => CreateSettings): Promise<Graph> {
   const pipelines = Object.entries(config.service.pipelines)
   const entries = new Map(pipelines.map(([pid]) => [pid, new Entry()]))
   const planned = (kind: Kind, id: string): Planned => p.components.get(`${kind}:${id}`)!
@@ -260,10 +260,13 @@ export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: 
     return out
   }
 
+  // The implementations the service uses, imported together rather than one create at a time.
+  await Promise.all([...new Set([...p.components.values()].map((c) => c.factory))].map((f) => f.load?.()))
+
   const extensions = new Map<string, Component>()
   for (const id of config.service.extensions) {
     const pl = planned('extension', id)
-    if (pl.factory.kind === 'extension') extensions.set(id, pl.factory.create(settings('extension', id), pl.config))
+    if (pl.factory.kind === 'extension') extensions.set(id, await pl.factory.create(settings('extension', id), pl.config))
   }
 
   const exporters = new Map<string, ConsumingComponent>()
@@ -273,11 +276,11 @@ export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: 
       if (p.components.has(`connector:${id}`)) {
         if (!connectors.has(id)) {
           const c = planned('connector', id)
-          if (c.factory.kind === 'connector') connectors.set(id, c.factory.create(settings('connector', id), c.config, feeds(id), fedPipelines(id)))
+          if (c.factory.kind === 'connector') connectors.set(id, await c.factory.create(settings('connector', id), c.config, feeds(id), fedPipelines(id)))
         }
       } else if (!exporters.has(id)) {
         const e = planned('exporter', id)
-        if (e.factory.kind === 'exporter') exporters.set(id, e.factory.create(settings('exporter', id), e.config))
+        if (e.factory.kind === 'exporter') exporters.set(id, await e.factory.create(settings('exporter', id), e.config))
       }
     }
 
@@ -303,7 +306,7 @@ export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: 
     for (const id of [...(pl.processors ?? [])].reverse()) {
       const pr = planned('processor', id)
       if (pr.factory.kind !== 'processor') continue
-      const instance = pr.factory.create(settings('processor', `${id}@${pid}`), pr.config, signal, next)
+      const instance = await pr.factory.create(settings('processor', `${id}@${pid}`), pr.config, signal, next)
       processors.push(instance)
       next = instance
     }
@@ -315,7 +318,7 @@ export function build(config: MeterdConfig, p: Plan, settings: (kind: Kind, id: 
     for (const id of pl.receivers) {
       if (receivers.has(id) || connectors.has(id)) continue
       const r = planned('receiver', id)
-      if (r.factory.kind === 'receiver') receivers.set(id, r.factory.create(settings('receiver', id), r.config, feeds(id)))
+      if (r.factory.kind === 'receiver') receivers.set(id, await r.factory.create(settings('receiver', id), r.config, feeds(id)))
     }
 
   const ordered = [

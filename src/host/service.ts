@@ -127,7 +127,7 @@ export class Service implements Host {
   async start(): Promise<AddressInfo> {
     this.state = 'starting'
     const { config, plan } = this.opts
-    this.graph = build(config, plan, (kind: Kind, id: string) => ({
+    this.graph = await build(config, plan, (kind: Kind, id: string) => ({
       id,
       logger: this.logger.child({ kind, component: id }),
       // Extensions handle no items: counters of theirs could never move.

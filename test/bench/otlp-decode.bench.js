@@ -19,7 +19,7 @@ const { ExportTraceServiceRequest } = await import('../../dist/src/transport/otl
 const { decodeTracesProto } = await import('../../dist/src/transport/otlp/decode-proto.js')
 const { decodeTracesJson } = await import('../../dist/src/transport/otlp/decode-json.js')
 const { mapSpan, SPAN_USAGE_PREFIXES } = await import('../../dist/src/connectors/genai/spans.js')
-const { CONTENT_ATTRIBUTES } = await import('../../dist/src/connectors/genai/index.js')
+const { CONTENT_ATTRIBUTES } = await import('../../dist/src/connectors/genai/descriptor.js')
 
 const PAIRS = Math.max(1, Number(process.env.BENCH_PAIRS) || 6)
 const ROUND_MS = Math.max(100, Number(process.env.BENCH_ROUND_MS) || 700)

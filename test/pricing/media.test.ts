@@ -2,7 +2,7 @@ import t from 'tap'
 import { goVideo, openaiNodeImage, openaiNodeSpeech, openaiNodeTranscription } from '../fixtures/wire-examples.js'
 import { call, startMeterd } from '../helpers/meterd.js'
 import { MediaPriceBook, priceMedia } from '../../src/domain/pricing/media-price-book.js'
-import { loadMediaPriceBook, schema } from '../../src/processors/pricing/index.js'
+import { loadMediaPriceBook, schema } from '../../src/processors/pricing/descriptor.js'
 import { checkAgainst } from '../../src/core/config/schema.js'
 
 const book = loadMediaPriceBook(checkAgainst(schema, {}, '').value)

@@ -1,16 +1,10 @@
-import { Type } from '@sinclair/typebox'
 import type { ConnectorFactory, ConsumingComponent, SignalConsumers } from '../../host/component.js'
 import { SIGNALS, type Batch } from '../../core/consumer.js'
-
-const schema = Type.Object({}, { additionalProperties: false })
+import { forwardDescriptor } from './descriptor.js'
 
 /** Passes a signal from one pipeline into others of the same signal (the Collector's forward connector). */
-export const forwardFactory: ConnectorFactory<typeof schema> = {
-  kind: 'connector',
-  type: 'forward',
-  description: 'Joins pipelines of one signal: exporter of one, receiver of others',
-  connects: SIGNALS.map((s) => [s, s] as const),
-  schema,
+export const forwardFactory: ConnectorFactory<typeof forwardDescriptor.schema> = {
+  ...forwardDescriptor,
   create: (_settings, _config, next): ConsumingComponent => {
     const consumers: SignalConsumers = {}
     for (const s of SIGNALS) {

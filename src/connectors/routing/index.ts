@@ -1,59 +1,12 @@
-import { Type, type Static } from '@sinclair/typebox'
-import type { CheckContext, ConnectorFactory, ConsumingComponent, CreateSettings, SignalConsumers } from '../../host/component.js'
+import type { ConnectorFactory, ConsumingComponent, CreateSettings, SignalConsumers } from '../../host/component.js'
 import { pipelineSignal } from '../../host/component.js'
-import type { ConfigIssue } from '../../core/config/schema.js'
 import type { Batch, Consumer, Signal } from '../../core/consumer.js'
 import { partOf } from '../../core/part.js'
 import { Copies } from '../../core/copies.js'
 import { FanoutError } from '../../core/errors.js'
 import { tally } from '../../core/telemetry.js'
-import { FIELD_CATALOGS, compileCondition, conditionIssue, type Predicate } from '../../domain/conditions/index.js'
-
-const Route = Type.Object(
-  {
-    condition: Type.String({ minLength: 1, description: 'A condition on the record (docs/routing.md), e.g. `organizationName == "AcmeOrg"`' }),
-    pipelines: Type.Array(Type.String(), { minItems: 1, description: 'Pipelines the matching records go to; each must list this connector among its receivers' }),
-  },
-  { additionalProperties: false },
-)
-
-const schema = Type.Object(
-  {
-    table: Type.Array(Route, { default: [], description: 'Routes, tried in order: `{condition, pipelines}`' }),
-    default_pipelines: Type.Array(Type.String(), {
-      default: [],
-      description: 'Pipelines of the records no route matches; when empty such records are accepted and dropped (counted in meterd_routing_unrouted_items_total)',
-    }),
-    match_once: Type.Boolean({ default: true, description: 'A record goes to the first matching route only; false: to every matching route (an exporter their pipelines share still gets it once)' }),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
-
-const ROUTABLE: readonly Signal[] = ['usage', 'traces', 'logs']
-
-function check(config: Config, ctx: CheckContext): ConfigIssue[] {
-  const issues: ConfigIssue[] = []
-  const fed = (pid: string): string | undefined => {
-    const p = ctx.pipelines[pid]
-    if (!p) return `pipeline "${pid}" is not configured under service.pipelines`
-    if (!p.receivers.includes(ctx.id)) return `pipeline "${pid}" does not receive from ${ctx.id} (add ${ctx.id} to its receivers)`
-    return undefined
-  }
-  config.table.forEach((route, i) => {
-    const bad = conditionIssue(route.condition, ctx.signals, `${ctx.path}.table[${i}].condition`)
-    if (bad) issues.push(bad)
-    route.pipelines.forEach((pid, j) => {
-      const problem = fed(pid)
-      if (problem) issues.push({ path: `${ctx.path}.table[${i}].pipelines[${j}]`, message: problem })
-    })
-  })
-  config.default_pipelines.forEach((pid, j) => {
-    const problem = fed(pid)
-    if (problem) issues.push({ path: `${ctx.path}.default_pipelines[${j}]`, message: problem })
-  })
-  return issues
-}
+import { FIELD_CATALOGS, compileCondition, type Predicate } from '../../domain/conditions/index.js'
+import { ROUTABLE, routingDescriptor, type Config } from './descriptor.js'
 
 /** One signal's routes, compiled, with the pipelines of that signal they feed. */
 interface Table {
@@ -164,12 +117,7 @@ export class RoutingConnector implements ConsumingComponent {
   }
 }
 
-export const routingFactory: ConnectorFactory<typeof schema> = {
-  kind: 'connector',
-  type: 'routing',
-  description: 'Routes each record (span, log record) to pipelines by the first matching condition of an ordered table, else to default pipelines',
-  connects: ROUTABLE.map((s) => [s, s] as const),
-  schema,
-  check,
+export const routingFactory: ConnectorFactory<typeof routingDescriptor.schema> = {
+  ...routingDescriptor,
   create: (settings, config, next, pipelines) => new RoutingConnector(settings, config, next, pipelines),
 }

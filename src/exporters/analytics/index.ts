@@ -1,4 +1,3 @@
-import { Type, type Static } from '@sinclair/typebox'
 import { ClickHouseAnalytics } from '../../adapters/clickhouse/analytics.js'
 import { findClickHouse } from '../../adapters/clickhouse/registry.js'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../host/component.js'
@@ -15,21 +14,7 @@ import { RecentIds } from './recent.js'
 import { Rebuild } from './rebuild.js'
 import { RepriceWatch } from './reprice-watch.js'
 import { mountAnalyticsRoutes } from './routes.js'
-
-const schema = Type.Object(
-  {
-    query_api: Type.Boolean({ default: true, description: 'Serve the read endpoints under /{api_prefix}/v2/api/analytics/ (docs/analytics.md)' }),
-    max_buckets: Type.Integer({ default: 2000, minimum: 1, maximum: 100_000, description: 'Most buckets tools/cost-over-time answers with; a longer from..to for its interval is a 400' }),
-    backend: Type.Union([Type.Literal('embedded'), Type.Literal('clickhouse')], {
-      default: 'embedded',
-      description: 'Where the endpoints are answered from: the in-memory index of this process\'s records (embedded), or the ClickHouse table a clickhouse exporter fills (every replica\'s records; no index is kept in memory). docs/clickhouse.md',
-    }),
-    clickhouse_exporter: Type.String({ default: 'clickhouse', description: 'With backend clickhouse: the id of the clickhouse exporter (in any pipeline) whose table is queried' }),
-    reprice_poll_ms: Type.Integer({ default: 1000, minimum: 10, description: 'How often records stored unpriced are checked for a price set since by `meterd reprice` (another process)' }),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
+import { analyticsDescriptor, type Config } from './descriptor.js'
 
 /**
  * How far back, by the time in their ids, a worker looks at least for records another worker
@@ -372,11 +357,7 @@ export class AnalyticsExporter implements ConsumingComponent, Analytics {
   }
 }
 
-export const analyticsFactory: ExporterFactory<typeof schema> = {
-  kind: 'exporter',
-  type: 'analytics',
-  description: 'Analytics of the stored usage records, with the /analytics read endpoints: from memory, or from ClickHouse (backend)',
-  signals: ['usage'],
-  schema,
+export const analyticsFactory: ExporterFactory<typeof analyticsDescriptor.schema> = {
+  ...analyticsDescriptor,
   create: (settings, config) => new AnalyticsExporter(settings, config),
 }

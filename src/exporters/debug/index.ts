@@ -1,17 +1,6 @@
-import { Type, type Static } from '@sinclair/typebox'
 import type { ConsumingComponent, CreateSettings, ExporterFactory } from '../../host/component.js'
 import type { Batch } from '../../core/consumer.js'
-
-const schema = Type.Object(
-  {
-    verbosity: Type.Union([Type.Literal('basic'), Type.Literal('detailed')], {
-      default: 'basic',
-      description: 'basic: one line per batch; detailed: every record in full',
-    }),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
+import { debugDescriptor, type Config } from './descriptor.js'
 
 /** Logs what it receives through pino; for trying out a pipeline. */
 export class DebugExporter implements ConsumingComponent {
@@ -32,11 +21,7 @@ export class DebugExporter implements ConsumingComponent {
   async shutdown(): Promise<void> {}
 }
 
-export const debugFactory: ExporterFactory<typeof schema> = {
-  kind: 'exporter',
-  type: 'debug',
-  description: 'Logs records through pino',
-  signals: ['usage', 'traces', 'logs', 'metrics'],
-  schema,
+export const debugFactory: ExporterFactory<typeof debugDescriptor.schema> = {
+  ...debugDescriptor,
   create: (settings, config) => new DebugExporter(settings, config),
 }

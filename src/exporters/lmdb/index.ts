@@ -1,19 +1,9 @@
-import { Type, type Static } from '@sinclair/typebox'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../host/component.js'
 import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError, StoreUnwritableError } from '../../core/errors.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import { mountReadRoutes } from './read-api.js'
-
-const schema = Type.Object(
-  {
-    query_api: Type.Boolean({ default: true, description: 'Serve the read-back endpoints under /{api_prefix}/v2/api/sources/metrics/' }),
-    dedup_sweep_minutes: Type.Number({ default: 60, minimum: 1, description: 'How often expired Idempotency-Key replay entries are removed (dedup entries stay: they index records by transactionId)' }),
-    retention_hours: Type.Number({ default: 840, minimum: 1, description: 'How long Idempotency-Key replay entries are kept at most (the receivers decide their own windows within it), and the dedup window of records whose receiver sets none' }),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
+import { lmdbDescriptor, type Config } from './descriptor.js'
 
 /**
  * The durable store (DESIGN §9): a batch resolves only after its LMDB transaction has
@@ -79,11 +69,7 @@ export class LmdbExporter implements ConsumingComponent {
   }
 }
 
-export const lmdbFactory: ExporterFactory<typeof schema> = {
-  kind: 'exporter',
-  type: 'lmdb',
-  description: 'Durable usage store in LMDB (under storage.path), with the read-back endpoints',
-  signals: ['usage'],
-  schema,
+export const lmdbFactory: ExporterFactory<typeof lmdbDescriptor.schema> = {
+  ...lmdbDescriptor,
   create: (settings, config) => new LmdbExporter(settings, config),
 }

@@ -1,4 +1,3 @@
-import { Type, type Static } from '@sinclair/typebox'
 import type { ConsumingComponent, CreateSettings, ExporterFactory, Host } from '../../host/component.js'
 import { unitOf, type Batch } from '../../core/consumer.js'
 import { RetryableError } from '../../core/errors.js'
@@ -6,21 +5,7 @@ import type { UsageRecord } from '../../model/usage-record.js'
 import { ExportConfigurations } from '../../extensions/exportconfigs/index.js'
 import type { ExportConfiguration, WebhookEvent } from '../../domain/webhooks/model.js'
 import { usageEvent, wants } from './events.js'
-
-const schema = Type.Object(
-  {
-    export_configurations: Type.String({
-      default: 'exportconfigs',
-      description: 'Id of the exportconfigs extension whose configurations and delivery engine this exporter uses',
-    }),
-    configurations: Type.Array(Type.String({ minLength: 1 }), {
-      default: [],
-      description: "Names of the export configurations this exporter delivers to (e.g. one organization's webhook behind a routing connector); empty = every configuration of the record's team",
-    }),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
+import { webhookDescriptor, type Config } from './descriptor.js'
 
 /**
  * Turns usage records into webhook events for every matching export configuration of the
@@ -92,18 +77,7 @@ export class WebhookExporter implements ConsumingComponent {
   }
 }
 
-export const webhookFactory: ExporterFactory<typeof schema> = {
-  kind: 'exporter',
-  type: 'webhook',
-  description: 'Signed webhook deliveries of usage events to export configurations (durable queue, retries)',
-  signals: ['usage'],
-  schema,
-  check(config, ctx) {
-    if (ctx.extensionType(config.export_configurations) !== 'exportconfigs')
-      ctx.issue(
-        'export_configurations',
-        `needs the exportconfigs extension "${config.export_configurations}": configure it under extensions and list it in service.extensions`,
-      )
-  },
+export const webhookFactory: ExporterFactory<typeof webhookDescriptor.schema> = {
+  ...webhookDescriptor,
   create: (settings, config) => new WebhookExporter(settings, config),
 }

@@ -1,4 +1,3 @@
-import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../host/component.js'
 import { sharedCounter } from '../../core/telemetry.js'
 import { shareChanges } from '../../core/cluster/bus.js'
@@ -7,19 +6,7 @@ import { AlertStore } from '../../domain/alerts/store.js'
 import { ExportConfigurations } from '../exportconfigs/index.js'
 import { WebhookNotifier } from './notifier.js'
 import { mountAlertRoutes } from './routes.js'
-
-const schema = Type.Object(
-  {
-    evaluation_interval_seconds: Type.Number({ default: 10, minimum: 0.1, maximum: 3600, description: 'How often every enabled rule is evaluated' }),
-    export_configurations: Type.String({
-      default: 'exportconfigs',
-      description: 'Id of the exportconfigs extension whose delivery engine sends alert.triggered / alert.resolved events (and Slack messages); without it alerts are only recorded',
-    }),
-    max_rules_per_team: Type.Integer({ default: 200, minimum: 1, description: 'Most rules one team may hold' }),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
+import { alertsDescriptor, type Config } from './descriptor.js'
 
 /**
  * Cost and performance alerts (DESIGN §8): rule CRUD and history at
@@ -74,10 +61,7 @@ export class AlertsExtension implements Component {
   }
 }
 
-export const alertsFactory: ExtensionFactory<typeof schema> = {
-  kind: 'extension',
-  type: 'alerts',
-  description: 'Cost and performance alerts: rules at /{api_prefix}/v2/api/sources/ai/anomaly, evaluated continuously, delivered as signed webhooks and Slack messages',
-  schema,
+export const alertsFactory: ExtensionFactory<typeof alertsDescriptor.schema> = {
+  ...alertsDescriptor,
   create: (settings, config) => new AlertsExtension(settings, config),
 }

@@ -1,22 +1,11 @@
-import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../host/component.js'
 import { ApiError } from '../../core/errors.js'
 import { StartupError, startupWriteFailure } from '../../core/startup-error.js'
 import { presentedKey, type AdmissionRequest, type Authenticator, type Principal } from '../../transport/admission/index.js'
 import { resolveKeyRoute } from './resolve-key.js'
 import { KeyStore, type ApiKeyRecord } from './key-store.js'
-
-/** The shortest first admin key accepted (bootstrap_key or METERD_BOOTSTRAP_API_KEY). */
-const MIN_BOOTSTRAP_KEY = 20
-
-const schema = Type.Object(
-  {
-    bootstrap: Type.Boolean({ default: true, description: 'On an empty key store, create a first admin key: bootstrap_key, else METERD_BOOTSTRAP_API_KEY (neither is printed), else a random one printed once on stdout' }),
-    bootstrap_key: Type.Optional(Type.String({ minLength: MIN_BOOTSTRAP_KEY, description: 'Use this value as the first admin key instead of a random one (it wins over METERD_BOOTSTRAP_API_KEY)' })),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
+import { apikeysDescriptor, type Config } from './descriptor.js'
+import { MIN_BOOTSTRAP_KEY } from './descriptor.js'
 
 const missing = (): ApiError =>
   new ApiError(401, 'authentication_error', 'missing_api_key', 'an API key is required: send it in x-api-key or Authorization: Bearer')
@@ -79,10 +68,7 @@ export class ApiKeys implements Component, Authenticator {
   async shutdown(): Promise<void> {}
 }
 
-export const apikeysFactory: ExtensionFactory<typeof schema> = {
-  kind: 'extension',
-  type: 'apikeys',
-  description: 'API keys stored hashed in LMDB; authenticates x-api-key and Authorization: Bearer',
-  schema,
+export const apikeysFactory: ExtensionFactory<typeof apikeysDescriptor.schema> = {
+  ...apikeysDescriptor,
   create: (settings, config) => new ApiKeys(settings, config),
 }

@@ -1,15 +1,7 @@
-import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, ExtensionFactory, Host } from '../../host/component.js'
 import type { Reply, RequestContext } from '../../transport/http/server.js'
 import { loadAssets, type Asset } from './assets.js'
-
-const schema = Type.Object(
-  {
-    refresh_seconds: Type.Integer({ default: 5, minimum: 1, maximum: 3600, description: 'How often the open dashboard asks for fresh answers' }),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
+import { dashboardDescriptor, type Config } from './descriptor.js'
 
 export const UI_BASE = '/ui'
 
@@ -55,10 +47,7 @@ function serve(ctx: RequestContext, a: Asset): Reply {
   return { status: 200, text: gzip ? a.gzip : a.body, contentType: a.contentType, headers }
 }
 
-export const dashboardFactory: ExtensionFactory<typeof schema> = {
-  kind: 'extension',
-  type: 'dashboard',
-  description: 'The dashboard at /ui: charts of the analytics answers and the alerts, read with the user\'s API key',
-  schema,
+export const dashboardFactory: ExtensionFactory<typeof dashboardDescriptor.schema> = {
+  ...dashboardDescriptor,
   create: (settings, config) => new Dashboard(settings, config),
 }

@@ -3,9 +3,10 @@ import { ApiError } from '../../core/errors.js'
 import { sharedCounter, tally } from '../../core/telemetry.js'
 import type { AdmissionHook, AdmissionRequest, RateLimitBucket } from '../../transport/admission/index.js'
 import type { CallerKey, ErrorPatternRules, Hit, RateLimitBackend } from './backend.js'
-import { RateLimitSchema, type BucketLimits, type RateLimitConfig } from './config.js'
+import { type BucketLimits, type RateLimitConfig } from './config.js'
 import { MemoryBackend } from './memory.js'
 import { ClusterBackend } from './cluster.js'
+import { ratelimitDescriptor } from './descriptor.js'
 
 const BUCKETS: readonly RateLimitBucket[] = ['metering', 'analytics', 'platform']
 
@@ -200,18 +201,7 @@ export function errorPattern(msLeft: number): ApiError {
   )
 }
 
-export const ratelimitFactory: ExtensionFactory<typeof RateLimitSchema> = {
-  kind: 'extension',
-  type: 'ratelimit',
-  description: 'Per-account rate limits in three buckets and error-pattern blocks (memory, or Redis for a cluster)',
-  schema: RateLimitSchema,
-  check(config, ctx) {
-    if (config.backend !== 'redis') return
-    let url: URL | undefined
-    try {
-      url = new URL(config.redis.url)
-    } catch {}
-    if (!url || !['redis:', 'rediss:'].includes(url.protocol)) ctx.issue('redis.url', `"${config.redis.url}" is not a redis:// or rediss:// URL`)
-  },
+export const ratelimitFactory: ExtensionFactory<typeof ratelimitDescriptor.schema> = {
+  ...ratelimitDescriptor,
   create: (settings, config) => new RateLimiter(settings, config),
 }

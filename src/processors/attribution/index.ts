@@ -1,19 +1,8 @@
-import { Type, type Static } from '@sinclair/typebox'
 import type { CreateSettings, ProcessorFactory } from '../../host/component.js'
 import type { Batch, Consumer } from '../../core/consumer.js'
 import { tally } from '../../core/telemetry.js'
 import type { Attribution, UsageRecord } from '../../model/usage-record.js'
-
-const schema = Type.Object(
-  {
-    default_environment_from_key: Type.Boolean({
-      default: true,
-      description: "A record without an environment dimension takes its API key's environment",
-    }),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
+import { attributionDescriptor, type Config } from './descriptor.js'
 
 /**
  * A dimension's text, trimmed. Most values have nothing to trim: when the first and the last
@@ -91,12 +80,7 @@ export class AttributionProcessor implements Consumer {
   }
 }
 
-export const attributionFactory: ProcessorFactory<typeof schema> = {
-  kind: 'processor',
-  type: 'attribution',
-  description: 'Normalises attribution dimensions and stamps account/tenant/team/environment from the API key',
-  signals: ['usage'],
-  mutatesData: true,
-  schema,
+export const attributionFactory: ProcessorFactory<typeof attributionDescriptor.schema> = {
+  ...attributionDescriptor,
   create: (settings, config, _signal, next) => new AttributionProcessor(settings, config, next),
 }

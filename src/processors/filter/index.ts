@@ -1,26 +1,9 @@
-import { Type, type Static } from '@sinclair/typebox'
-import type { CheckContext, CreateSettings, ProcessorFactory } from '../../host/component.js'
-import type { ConfigIssue } from '../../core/config/schema.js'
+import type { CreateSettings, ProcessorFactory } from '../../host/component.js'
 import type { Batch, Consumer, Signal } from '../../core/consumer.js'
 import { partOf, select } from '../../core/part.js'
 import { tally } from '../../core/telemetry.js'
-import { FIELD_CATALOGS, compileCondition, conditionIssue, type Predicate } from '../../domain/conditions/index.js'
-
-const schema = Type.Object(
-  {
-    keep: Type.Optional(Type.String({ minLength: 1, description: 'Keep only the records that meet this condition (docs/routing.md); set keep or drop, not both' })),
-    drop: Type.Optional(Type.String({ minLength: 1, description: 'Drop the records that meet this condition' })),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
-
-function check(config: Config, ctx: CheckContext): ConfigIssue[] {
-  if ((config.keep === undefined) === (config.drop === undefined)) return [{ path: ctx.path, message: 'set exactly one of keep or drop' }]
-  const key = config.keep !== undefined ? 'keep' : 'drop'
-  const bad = conditionIssue(config[key]!, ctx.signals, `${ctx.path}.${key}`)
-  return bad ? [bad] : []
-}
+import { FIELD_CATALOGS, compileCondition, type Predicate } from '../../domain/conditions/index.js'
+import { filterDescriptor, type Config } from './descriptor.js'
 
 /**
  * Keeps or drops records by a condition. A dropped record was accepted and deliberately not
@@ -60,13 +43,7 @@ export class FilterProcessor implements Consumer<unknown> {
   }
 }
 
-export const filterFactory: ProcessorFactory<typeof schema> = {
-  kind: 'processor',
-  type: 'filter',
-  description: 'Keeps or drops records by a condition; dropped records are still answered 201 and counted per processor',
-  signals: ['usage', 'traces', 'logs'],
-  mutatesData: false,
-  schema,
-  check,
+export const filterFactory: ProcessorFactory<typeof filterDescriptor.schema> = {
+  ...filterDescriptor,
   create: (settings, config, signal, next) => new FilterProcessor(settings, config, signal, next),
 }

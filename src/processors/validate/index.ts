@@ -1,20 +1,9 @@
-import { Type, type Static } from '@sinclair/typebox'
 import type { CreateSettings, ProcessorFactory } from '../../host/component.js'
 import type { Batch, Consumer } from '../../core/consumer.js'
 import { PermanentError } from '../../core/errors.js'
 import { checkBody, toIsoUtc } from '../../model/schemas.js'
 import type { UsageRecord } from '../../model/usage-record.js'
-
-const schema = Type.Object(
-  {
-    strict_attribution: Type.Boolean({
-      default: false,
-      description: 'Refuse (400) records without organizationName/productName, as SPEC marks them required; by default they are stored unattributed',
-    }),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
+import { validateDescriptor, type Config } from './descriptor.js'
 
 /**
  * Checks every record against its kind's schema (required fields, types, ranges, enums,
@@ -65,12 +54,7 @@ export class ValidateProcessor implements Consumer {
   }
 }
 
-export const validateFactory: ProcessorFactory<typeof schema> = {
-  kind: 'processor',
-  type: 'validate',
-  description: 'Validates usage records against the published schemas; 400 naming the field on failure',
-  signals: ['usage'],
-  mutatesData: true,
-  schema,
+export const validateFactory: ProcessorFactory<typeof validateDescriptor.schema> = {
+  ...validateDescriptor,
   create: (settings, config, _signal, next) => new ValidateProcessor(settings, config, next),
 }

@@ -1,5 +1,4 @@
 import { createHash, hash } from 'node:crypto'
-import { Type, type Static } from '@sinclair/typebox'
 import type { Component, CreateSettings, Host, ReceiverFactory, SignalConsumers } from '../../host/component.js'
 import type { Consumer } from '../../core/consumer.js'
 import { ApiError, invalid } from '../../core/errors.js'
@@ -7,18 +6,9 @@ import { Ingest, type IdempotencyKey, type IngestItem } from '../../domain/inges
 import type { Reply, RequestContext } from '../../transport/http/server.js'
 import { LABELS, MEDIA_KINDS, MEDIA_PATH, type UsageKind } from '../../model/usage-record.js'
 import type { StoredResponse } from '../../ports/dedup.js'
+import { meteringDescriptor, type Config } from './descriptor.js'
 
 const HOUR = 3_600_000
-
-const schema = Type.Object(
-  {
-    dedup_window_hours: Type.Number({ default: 24, minimum: 0, maximum: 840, description: 'How long a transactionId is remembered per team (up to 35 days)' }),
-    idempotency_ttl_hours: Type.Number({ default: 24, minimum: 1, maximum: 168, description: 'How long an Idempotency-Key response is replayed' }),
-    max_batch_items: Type.Integer({ default: 1000, minimum: 1, description: 'Most records one POST may carry as a JSON array' }),
-  },
-  { additionalProperties: false },
-)
-type Config = Static<typeof schema>
 
 // Legacy aliases that SPEC says are dropped silently on completions.
 const LEGACY_COMPLETION_FIELDS = ['organizationId', 'productId']
@@ -126,11 +116,7 @@ function signatureOf(bytes: Buffer | string): string {
   return 'sha256:' + hash('sha256', bytes, 'hex')
 }
 
-export const meteringFactory: ReceiverFactory<typeof schema> = {
-  kind: 'receiver',
-  type: 'metering',
-  description: 'REST metering: POST /meter/v2/ai/completions, /ai/images, /ai/audio, /ai/video and /meter/v2/tool/events on the base URL',
-  signals: ['usage'],
-  schema,
+export const meteringFactory: ReceiverFactory<typeof meteringDescriptor.schema> = {
+  ...meteringDescriptor,
   create: (settings, config, next) => new MeteringReceiver(settings, config, next),
 }

@@ -6,7 +6,7 @@ import { MASTER_KEY_FILE } from '../extensions/exportconfigs/master-key.js'
 import { SourceUnopened, copyStore } from '../store/backup.js'
 import { DamagedStoreError, EX_DATAERR, checkDataFile, type DataFileSummary } from '../store/check.js'
 import { freeMiB } from '../store/disk-full.js'
-import { readEveryPage } from '../store/walk.js'
+import { readEveryPage } from '../store/read-through.js'
 import { DATA_DIR_MODE, DATA_FILE_MODE, makeDirs, syncPath } from '../store/data-dir.js'
 import { EX_CANTCREAT, EX_IOERR, ExitError, UsageError, type Command } from './command.js'
 

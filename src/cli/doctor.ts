@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { StartupError } from '../core/startup-error.js'
 import { checkDataFile, DamagedStoreError, EX_DATAERR } from '../store/check.js'
 import { inspect, isRunning, LOCK_FILE, mayBeMeterd } from '../store/lock.js'
-import { readEveryPage } from '../store/walk.js'
+import { readEveryPage } from '../store/read-through.js'
 
 export const DOCTOR_USAGE = `  doctor [--data-dir DIR]   check a data directory offline; exit 0 when sound, 65 when damaged`
 

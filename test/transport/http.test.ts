@@ -3,7 +3,10 @@
  * routes of their family before they are answered; HTTP-level bad input gets the error shape.
  */
 import { connect } from 'node:net'
+import pino from 'pino'
 import t from 'tap'
+import { Admission } from '../../src/transport/admission/index.js'
+import { HttpServer } from '../../src/transport/http/server.js'
 import { call, startMeterd } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
 
@@ -134,6 +137,46 @@ t.test('headers past 16 KiB get a 431 in the error shape, not a 400 saying the H
   const bad = await rawRequest(m.url, 'GET /healthz HTTP/1.1\r\nHost x\r\n\r\n')
   t.match(bad, /^HTTP\/1\.1 400 /, 'a malformed header line is still bad_http')
   t.match(bad, /"code":"bad_http"/)
+})
+
+/** Writes `bytes` and keeps the connection open, silent; what came back by the close, or '' after `waitMs`. */
+function stalledRequest(port: number, bytes: string, waitMs: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1')
+    let out = ''
+    const timer = setTimeout(() => {
+      socket.destroy()
+      resolve('')
+    }, waitMs)
+    socket.on('data', (d) => (out += d))
+    socket.on('close', () => {
+      clearTimeout(timer)
+      resolve(out)
+    })
+    socket.on('error', () => undefined)
+    socket.write(bytes)
+  })
+}
+
+t.test('a request that stops arriving gets a 408 request_timeout in the error shape, not a 400 saying the HTTP is malformed', async (t) => {
+  // The daemon's timeout is 60 s (cut 60 to 90 s in): a server of its own with a short one.
+  const server = new HttpServer({ apiPrefix: 'p', maxBodyBytes: 1 << 20, maxJsonDepth: 32, logger: pino({ level: 'silent' }), admission: new Admission(), requestTimeoutMs: 1000 })
+  server.route({ method: 'POST', path: '/echo', bucket: null, scope: null, handler: async (ctx) => ({ status: 200, body: await ctx.json() }) })
+  const { port } = await server.listen('127.0.0.1:0')
+  t.teardown(() => server.close(0))
+  for (const [what, bytes] of [
+    ['headers that stop', 'POST /echo HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n'],
+    ['a body that stops', 'POST /echo HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"a":'],
+  ]) {
+    const out = await stalledRequest(port, bytes, 10_000)
+    t.match(out, /^HTTP\/1\.1 408 Request Timeout\r\n/, what)
+    t.match(out, /connection: close/i, what)
+    t.match(JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)), {
+      error: { type: 'invalid_request_error', code: 'request_timeout', message: /within 1 s/, doc_url: /\/docs\/errors#request_timeout$/ },
+    }, what)
+  }
+  const whole = await rawRequest(`http://127.0.0.1:${port}`, 'POST /echo HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 7\r\n\r\n{"a":1}')
+  t.match(whole, /^HTTP\/1\.1 200 /, 'a request that arrives in time is answered')
 })
 
 t.test('ids in paths longer than any id are refused before any store sees them', async (t) => {

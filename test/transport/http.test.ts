@@ -98,6 +98,24 @@ t.test('a request without Host gets a 400 in the error shape', async (t) => {
   t.match(http10, /^HTTP\/1\.1 200 /, 'HTTP/1.0 needs no Host')
 })
 
+t.test('a request target in absolute form (http://host/path) is routed as its path, as RFC 9112 requires of a server', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const body = JSON.stringify(completion())
+  const out = await rawRequest(
+    m.url,
+    `POST ${m.url}${C}?teamId=team-a HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  )
+  t.match(out, /^HTTP\/1\.1 201 /, 'the record is taken')
+  const list = await call(m.url + '/profitstream/v2/api/sources/metrics/ai/completions', { key })
+  t.equal(list.body.page.totalElements, 1, 'and stored')
+  const health = await rawRequest(m.url, 'GET HTTP://127.0.0.1/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+  t.match(health, /^HTTP\/1\.1 200 /, 'any case of scheme')
+  const root = await rawRequest(m.url, 'GET http://127.0.0.1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+  t.match(root, /^HTTP\/1\.1 404 /, 'an authority alone is the path /')
+  t.match(root, /no route GET \/"/)
+})
+
 t.test('an Expect other than 100-continue gets a 417 in the error shape, and nothing is stored', async (t) => {
   const m = await startMeterd(t)
   const key = await m.key()

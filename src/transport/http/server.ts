@@ -205,7 +205,7 @@ export class HttpServer {
     this.inFlight++
     let ctx: Ctx | undefined
     try {
-      const url = req.url ?? '/'
+      const url = originForm(req.url ?? '/')
       const q = url.indexOf('?')
       let path = q === -1 ? url : url.slice(0, q)
       if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1)
@@ -294,6 +294,21 @@ export class HttpServer {
     res.writeHead(reply.status, headers)
     res.end(ctx?.method === 'HEAD' ? undefined : payload)
   }
+}
+
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i
+
+/**
+ * The request target as a path and query. A server must accept the absolute form
+ * (`POST http://host:8080/meter/v2/ai/completions`, what a client configured for a proxy sends;
+ * RFC 9112 §3.2.2): its scheme and authority are dropped, an authority alone being the path `/`.
+ */
+function originForm(target: string): string {
+  if (target.charCodeAt(0) === 47 /* / */) return target
+  const m = ABSOLUTE_FORM.exec(target)
+  if (!m) return target
+  const rest = target.slice(m[0].length)
+  return rest.charCodeAt(0) === 47 ? rest : '/' + rest
 }
 
 /** What a connection's error, caught before any handler, is answered with. */

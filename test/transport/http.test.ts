@@ -197,6 +197,25 @@ t.test('a request that stops arriving gets a 408 request_timeout in the error sh
   t.match(whole, /^HTTP\/1\.1 200 /, 'a request that arrives in time is answered')
 })
 
+t.test('a 201 create carries Location naming the created resource, which a GET there answers', async (t) => {
+  const m = await startMeterd(t, { config: { extensions: { exportconfigs: { allow_private_destinations: ['127.0.0.1'] } } } })
+  const key = await m.key()
+  const api = '/profitstream/v2/api'
+  for (const [what, path, body] of [
+    ['a tool', `${api}/tools`, { toolId: 'loc', name: 'Loc', toolType: 'SDK' }],
+    ['an export configuration', `${api}/export-configurations`, { name: 'loc', url: 'http://127.0.0.1:9/hook' }],
+    ['an export configuration without signing', `${api}/export-configurations`, { name: 'loc2', url: 'http://127.0.0.1:9/hook', signingEnabled: false }],
+    ['an alert rule', `${api}/sources/ai/anomaly`, { name: 'Loc', alertType: 'THRESHOLD', metricType: 'TOTAL_COST', operatorType: 'GREATER_THAN', threshold: 1, periodDuration: 'DAILY' }],
+  ] as const) {
+    const created = await call(m.url + path, { key, body })
+    t.equal(created.status, 201, what)
+    t.equal(created.headers.get('location'), `${path}/${created.body.id}`, `${what}: Location is the new resource, not the collection`)
+    const read = await call(m.url + created.headers.get('location'), { key })
+    t.equal(read.status, 200, `${what}: GET at Location finds it`)
+    t.equal(read.body.id, created.body.id, what)
+  }
+})
+
 t.test('ids in paths longer than any id are refused before any store sees them', async (t) => {
   const m = await startMeterd(t)
   const key = await m.key()

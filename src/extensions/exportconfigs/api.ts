@@ -221,8 +221,10 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     // shown in this answer only (as by rotate-signing-secret), committed with the configuration.
     const done = await store.create(c, f.signingEnabled ?? true, host.now(), d.maxConfigurationsPerTeam)
     if (!done.created) throw tooMany()
-    if (done.secret === undefined) return { status: 201, body: view(d, c) }
-    return { status: 201, body: { ...view(d, c), signingSecret: done.secret }, headers: { 'cache-control': 'no-store' } }
+    // Location names the created configuration (RFC 9110 §15.3.2), not the collection POSTed to.
+    const location = `${base}/${c.id}`
+    if (done.secret === undefined) return { status: 201, body: view(d, c), headers: { location } }
+    return { status: 201, body: { ...view(d, c), signingSecret: done.secret }, headers: { location, 'cache-control': 'no-store' } }
   }
   const tooMany = () =>
     invalid('too_many_export_configurations', `a team holds at most ${d.maxConfigurationsPerTeam} export configurations (exportconfigs.max_configurations_per_team)`, undefined, 422)

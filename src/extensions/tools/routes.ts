@@ -74,7 +74,11 @@ export function mountToolRoutes(host: Host, reg: ToolRegistry): void {
     method: 'POST',
     path: base,
     scope: 'platform:write',
-    handler: async (ctx) => ({ status: 201, body: toToolResource(await reg.create(checkTeam(ctx), await toolBody(ctx), now())) }),
+    handler: async (ctx) => {
+      const tool = await reg.create(checkTeam(ctx), await toolBody(ctx), now())
+      // Location names the created tool (RFC 9110 §15.3.2), not the collection POSTed to.
+      return { status: 201, body: toToolResource(tool), headers: { location: `${base}/${tool.id}` } }
+    },
   })
   route({ method: 'GET', path: `${base}/unpriced-events`, scope: 'platform:read', handler: (ctx) => listUnpriced(host, ctx) })
   route({

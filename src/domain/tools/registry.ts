@@ -309,7 +309,8 @@ interface ToolRows {
  * prices. `provider` is `toolProvider`, as at creation (`toolProvider` wins when both are sent).
  */
 function changesOf(body: Record<string, unknown>): Record<string, unknown> {
-  const changes: Record<string, unknown> = {}
+  // No prototype: a body's own "__proto__" key stays a key, not the object's prototype.
+  const changes: Record<string, unknown> = Object.create(null)
   for (const [k, v] of Object.entries(body)) if (v !== null) changes[k] = v
   if (changes.provider !== undefined && changes.toolProvider === undefined) changes.toolProvider = changes.provider
   delete changes.provider

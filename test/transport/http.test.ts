@@ -197,6 +197,17 @@ t.test('a request that stops arriving gets a 408 request_timeout in the error sh
   t.match(whole, /^HTTP\/1\.1 200 /, 'a request that arrives in time is answered')
 })
 
+t.test('a request already answered (413 as its body began) that then stops arriving gets no second answer on its connection', async (t) => {
+  const server = new HttpServer({ apiPrefix: 'p', maxBodyBytes: 1000, maxJsonDepth: 32, logger: pino({ level: 'silent' }), admission: new Admission(), requestTimeoutMs: 1000 })
+  server.route({ method: 'POST', path: '/echo', bucket: null, scope: null, handler: async (ctx) => ({ status: 200, body: await ctx.json() }) })
+  const { port } = await server.listen('127.0.0.1:0')
+  t.teardown(() => server.close(0))
+  const out = await stalledRequest(port, `POST /echo HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n${' '.repeat(5000)}`, 10_000)
+  t.match(out, /^HTTP\/1\.1 413 /, 'answered 413 at once')
+  t.equal(out.split('HTTP/1.1 ').length - 1, 1, 'and only that: a second response would be read as the answer to a next request')
+  t.notMatch(out, /request_timeout/)
+})
+
 t.test('a 201 create carries Location naming the created resource, which a GET there answers', async (t) => {
   const m = await startMeterd(t, { config: { extensions: { exportconfigs: { allow_private_destinations: ['127.0.0.1'] } } } })
   const key = await m.key()

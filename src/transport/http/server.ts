@@ -157,7 +157,9 @@ export class HttpServer {
     )
     // Malformed HTTP never reaches a handler; answer it in the error shape and move on.
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-      if (!socket.writable || err.code === 'ECONNRESET') return socket.destroy()
+      // A request answered before its body arrived whole (413, 415) has had its response: a second
+      // one, when the rest never comes, would be read as the answer to the client's next request.
+      if (!socket.writable || err.code === 'ECONNRESET' || answeredEarly.has(socket)) return socket.destroy()
       const error = clientError(err, requestTimeout)
       const body = JSON.stringify(error.body(originOf(undefined, socket as Socket)))
       socket.end(
@@ -203,6 +205,7 @@ export class HttpServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.inFlight++
+    answeredEarly.delete(req.socket)
     let ctx: Ctx | undefined
     try {
       const url = originForm(req.url ?? '/')
@@ -293,6 +296,7 @@ export class HttpServer {
     if (payload !== undefined) headers['content-length'] = Buffer.byteLength(payload)
     res.writeHead(reply.status, headers)
     res.end(ctx?.method === 'HEAD' ? undefined : payload)
+    if (ctx && !ctx.req.complete) answeredEarly.add(ctx.req.socket)
   }
 }
 
@@ -320,6 +324,13 @@ function clientError(err: NodeJS.ErrnoException, requestTimeoutMs: number): ApiE
     return new ApiError(408, 'invalid_request_error', 'request_timeout', `the request did not arrive whole (headers and body) within ${requestTimeoutMs / 1000} s`)
   return new ApiError(400, 'invalid_request_error', 'bad_http', 'malformed HTTP request')
 }
+
+/**
+ * Connections whose current request was answered before it arrived whole (413 from its
+ * Content-Length, 415): the rest is drained, and if it stops coming the request timeout must not
+ * answer it again (clientError). Cleared when the connection's next request begins.
+ */
+const answeredEarly = new WeakSet<object>()
 
 /** 5xx codes that answer for a state the daemon logs and counts elsewhere (see handle). */
 const STATE_CODES = new Set(['store_unwritable', 'overloaded', 'analytics_loading'])

@@ -116,6 +116,16 @@ t.test('a request target in absolute form (http://host/path) is routed as its pa
   t.match(root, /no route GET \/"/)
 })
 
+t.test('CONNECT (a client taking meterd for a proxy) gets a 405 in the error shape, not a connection dropped without an answer', async (t) => {
+  const m = await startMeterd(t)
+  const out = await rawRequest(m.url, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')
+  t.match(out, /^HTTP\/1\.1 405 Method Not Allowed\r\n/)
+  t.match(out, /connection: close/i)
+  t.match(JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)), {
+    error: { type: 'invalid_request_error', code: 'method_not_allowed', message: /CONNECT is not supported/, doc_url: 'http://example.com:443/docs/errors#method_not_allowed' },
+  })
+})
+
 t.test('an Expect other than 100-continue gets a 417 in the error shape, and nothing is stored', async (t) => {
   const m = await startMeterd(t)
   const key = await m.key()

@@ -175,6 +175,14 @@ export class HttpServer {
       res.writeHead(417, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' })
       res.end(body)
     })
+    // CONNECT (a client taking meterd for a proxy) never reaches a handler either, and without a
+    // listener Node drops the connection with no answer at all.
+    server.on('connect', (req: IncomingMessage, socket: Socket) => {
+      const err = new ApiError(405, 'invalid_request_error', 'method_not_allowed', 'CONNECT is not supported: meterd is not a proxy')
+      const body = JSON.stringify(err.body(originOf(req.headers.host, socket)))
+      socket.on('error', () => socket.destroy())
+      socket.end(`HTTP/1.1 405 Method Not Allowed\r\nallow: \r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+    })
     this.server = server
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject)

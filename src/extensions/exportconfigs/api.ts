@@ -3,7 +3,7 @@ import type { Host } from '../../host/component.js'
 import { invalid, notFound } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
 import type { RequestContext, Reply } from '../../transport/http/server.js'
-import { isDateTime } from '../../model/schemas.js'
+import { isDateTime, toIsoUtc } from '../../model/schemas.js'
 import { withoutOwnIdentity } from '../../domain/ingest/identity.js'
 import { KeyedSerial } from '../../core/serial.js'
 import { DestinationRefused } from '../../domain/webhooks/destination.js'
@@ -332,7 +332,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     const c = load(ctx)
     const since = ctx.query.get('since')
     if (!since || !isDateTime(since)) throw invalid('invalid_parameter', 'since is required: an ISO-8601 date-time', 'since')
-    const ids = await engine.queue.recover(c.id, Date.parse(since), host.now())
+    const ids = await engine.queue.recover(c.id, Date.parse(toIsoUtc(since)), host.now())
     engine.kick()
     return { status: 202, body: { requeued: ids.length, deliveryIds: ids } }
   })

@@ -43,6 +43,19 @@ export function timeParam(ctx: RequestContext, name: string): string | undefined
   return toIsoUtc(v)
 }
 
+/**
+ * The `from` and `to` query parameters (a range `[from, to)`), each optional; a range that ends
+ * before it begins, or where it begins, is a 400 naming `to`, as the analytics queries answer it:
+ * an empty page would hide a client's swapped bounds.
+ */
+export function timeRange(ctx: RequestContext): { from?: string; to?: string } {
+  const from = timeParam(ctx, 'from')
+  const to = timeParam(ctx, 'to')
+  // Both are toISOString's spelling, so they compare as text.
+  if (from !== undefined && to !== undefined && to <= from) throw invalid('invalid_parameter', 'to must be later than from', 'to')
+  return { from, to }
+}
+
 /** A Spring HATEOAS page, the list shape real clients read (wire-contract §3.2). */
 export function halPage(name: string, items: unknown[], total: number, page: number, size: number): unknown {
   return { _embedded: { [name]: items }, page: { size, totalElements: total, totalPages: Math.ceil(total / size), number: page } }

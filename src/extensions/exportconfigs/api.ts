@@ -289,7 +289,9 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     const c = load(ctx)
     const body = await optionalJson(ctx)
     if (!isObject(body)) throw invalid('invalid_body', 'the body must be {} or {"immediate": true}')
-    if (body.immediate !== undefined && typeof body.immediate !== 'boolean') throw invalid('invalid_field', 'immediate must be a boolean', 'immediate')
+    // null is absent (DESIGN's input rules; Python's None): the default rotation, with its overlap.
+    if (body.immediate !== undefined && body.immediate !== null && typeof body.immediate !== 'boolean')
+      throw invalid('invalid_field', 'immediate must be a boolean or null', 'immediate')
     const signingSecret = await store.rotate(c.id, body.immediate === true, host.now())
     if (signingSecret === undefined) throw notFound(`no export configuration ${ctx.params.id}`, 'id')
     // The only response that ever carries the secret; never logged.

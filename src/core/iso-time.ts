@@ -46,23 +46,35 @@ export function isoAt(ms: number): string {
   return `${cachedPrefix}${TWO[h]}:${TWO[m]}:${TWO[s]}.${THREE[rest - s * 1000]}Z`
 }
 
+/** Ends with `Z` or a numeric offset (`+01:00`, `-0500`, `+01`). */
+const OFFSET = /(?:[Zz]|[+-]\d{2}(?::?\d{2})?)$/
+
+/**
+ * A date-time (already checked to be one) with `Z` added when it names no offset: DESIGN takes
+ * timestamps "with or without fractions or offset", and one without is UTC, as the wire's are
+ * (Python's `datetime.utcnow().isoformat()`). Date.parse would read it as the host's local time.
+ */
+export function withUtcDefault(v: string): string {
+  return OFFSET.test(v) ? v : v + 'Z'
+}
+
 const DIGITS_AT = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22]
 const MONTH_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
 /** Two digits at i (checked to be digits). */
 const d2 = (v: string, i: number): number => (v.charCodeAt(i) - 48) * 10 + (v.charCodeAt(i + 1) - 48)
 
 /**
- * `Date.parse(v)`, for every string: the canonical spelling isoAt and toISOString write
+ * `Date.parse(v)` (a date-time without an offset read as UTC), for every string: the canonical spelling isoAt and toISOString write
  * (`YYYY-MM-DDTHH:MM:SS.sssZ`, a real day, hours below 24) is read from its digits — a small
  * part of Date.parse's cost, and the same number (test/ingest/iso-time.test.ts); any other
  * text goes to Date.parse.
  */
 export function msOfIso(v: string): number {
   if (v.length !== 24 || v.charCodeAt(4) !== 45 || v.charCodeAt(7) !== 45 || v.charCodeAt(10) !== 84 || v.charCodeAt(13) !== 58 || v.charCodeAt(16) !== 58 || v.charCodeAt(19) !== 46 || v.charCodeAt(23) !== 90)
-    return Date.parse(v)
+    return Date.parse(withUtcDefault(v))
   for (let k = 0; k < DIGITS_AT.length; k++) {
     const c = v.charCodeAt(DIGITS_AT[k])
-    if (c < 48 || c > 57) return Date.parse(v)
+    if (c < 48 || c > 57) return Date.parse(withUtcDefault(v))
   }
   const year = d2(v, 0) * 100 + d2(v, 2)
   const month = d2(v, 5)
@@ -70,9 +82,9 @@ export function msOfIso(v: string): number {
   const h = d2(v, 11)
   const m = d2(v, 14)
   const s = d2(v, 17)
-  if (month < 1 || month > 12 || day < 1 || h > 23 || m > 59 || s > 59) return Date.parse(v)
+  if (month < 1 || month > 12 || day < 1 || h > 23 || m > 59 || s > 59) return Date.parse(withUtcDefault(v))
   const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
-  if (day > (month === 2 && leap ? 29 : MONTH_DAYS[month - 1])) return Date.parse(v)
+  if (day > (month === 2 && leap ? 29 : MONTH_DAYS[month - 1])) return Date.parse(withUtcDefault(v))
   // Days from 1970-01-01 (Howard Hinnant's days_from_civil).
   const y = month <= 2 ? year - 1 : year
   const era = Math.floor(y / 400)

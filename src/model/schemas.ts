@@ -1,10 +1,12 @@
 import { FormatRegistry, Type, type TSchema } from '@sinclair/typebox'
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
 import { Value } from '@sinclair/typebox/value'
+import { withUtcDefault } from '../core/iso-time.js'
 import type { UsageKind } from './usage-record.js'
 
-// RFC 3339 / ISO-8601 date-time: with or without fractions, `Z` or an offset (wire-contract §1.2).
-const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)$/
+// RFC 3339 / ISO-8601 date-time: with or without fractions, with `Z`, an offset or neither (UTC:
+// DESIGN §3, "with or without fractions or offset"; Python's isoformat() of a UTC time has none).
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$/
 
 /** A date-time that names a real moment: `2026-02-30` is refused, where Date would roll it into March. */
 export function isDateTime(v: string): boolean {
@@ -21,7 +23,7 @@ export function isDateTime(v: string): boolean {
   const hour = Number(v.slice(11, 13))
   const minute = Number(v.slice(14, 16))
   if (month < 1 || month > 12 || day < 1 || day > daysInMonth(Number(v.slice(0, 4)), month) || hour > 23 || minute > 59) return false
-  return !Number.isNaN(Date.parse(v))
+  return !Number.isNaN(Date.parse(withUtcDefault(v)))
 }
 FormatRegistry.Set('date-time', isDateTime)
 
@@ -52,11 +54,12 @@ function daysInMonth(year: number, month: number): number {
 }
 
 /**
- * A valid date-time (isDateTime) as `new Date(v).toISOString()` spells it: UTC, milliseconds.
+ * A valid date-time (isDateTime) as `new Date(v).toISOString()` spells it: UTC, milliseconds (one
+ * without an offset is UTC).
  * A canonical input is already that spelling and is returned as is.
  */
 export function toIsoUtc(v: string): string {
-  return isCanonicalUtc(v) ? v : new Date(v).toISOString()
+  return isCanonicalUtc(v) ? v : new Date(withUtcDefault(v)).toISOString()
 }
 
 /** Every field schema says, in words, what it expects: that sentence is the 400's message. */

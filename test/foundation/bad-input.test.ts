@@ -42,7 +42,8 @@ const cases: Case[] = [
   { name: 'unknown operationType', body: completion({ operationType: 'CHATTING' }), status: 400, code: 'invalid_field', param: 'operationType' },
   { name: 'requestTime is not a time', body: completion({ requestTime: 'yesterday' }), status: 400, code: 'invalid_field', param: 'requestTime' },
   { name: 'responseTime month 13', body: completion({ responseTime: '2026-13-01T00:00:00Z' }), status: 400, code: 'invalid_field', param: 'responseTime' },
-  { name: 'completionStartTime without a zone', body: completion({ completionStartTime: '2026-11-21T23:55:47' }), status: 400, code: 'invalid_field', param: 'completionStartTime' },
+  // Without an offset it is UTC (DESIGN: "with or without fractions or offset"); a zone's name is no offset.
+  { name: 'completionStartTime with a zone name', body: completion({ completionStartTime: '2026-11-21T23:55:47 UTC' }), status: 400, code: 'invalid_field', param: 'completionStartTime' },
   { name: 'requestTime as epoch millis', body: completion({ requestTime: 1795305494866 }), status: 400, code: 'invalid_field', param: 'requestTime' },
   { name: 'negative requestDuration', body: completion({ requestDuration: -5 }), status: 400, code: 'invalid_field', param: 'requestDuration' },
   { name: 'responseQualityScore above 1', body: completion({ responseQualityScore: 1.5 }), status: 400, code: 'invalid_field', param: 'responseQualityScore' },

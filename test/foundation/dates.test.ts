@@ -1,15 +1,16 @@
 import fc from 'fast-check'
 import t from 'tap'
+import { msOfIso } from '../../src/core/iso-time.js'
 import { isDateTime, toIsoUtc } from '../../src/model/schemas.js'
 
 // The reference: the regex and Date.parse, and a day that exists in its month (Date.parse
 // rolls 30 February into March; the day must read back as written).
-const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)$/
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$/
 function referenceIsDateTime(v: string): boolean {
   if (!DATE_TIME.test(v)) return false
   const [year, month, day, hour, minute] = [v.slice(0, 4), v.slice(5, 7), v.slice(8, 10), v.slice(11, 13), v.slice(14, 16)].map(Number)
   if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59) return false
-  if (Number.isNaN(Date.parse(v))) return false
+  if (Number.isNaN(Date.parse(/[Zz]|[+-]\d{2}(:?\d{2})?$/.test(v.slice(16)) ? v : v + 'Z'))) return false
   const d = new Date(Date.UTC(2000, month - 1, day))
   d.setUTCFullYear(year)
   return d.getUTCDate() === day
@@ -66,4 +67,21 @@ t.test('known cases: leap days, days past the month end, other spellings', async
   t.notOk(isDateTime('2026-13-21T23:55:47.661Z'), 'month 13')
   t.notOk(isDateTime('2026-11-21T23:55:47.661z '), 'trailing space')
   t.ok(isDateTime('2026-11-21t23:55:47.661z'), 'lower-case t and z are RFC 3339')
+})
+
+t.test('a date-time without an offset is UTC, whatever the host\'s time zone (Date alone reads it as local time)', async (t) => {
+  const tz = process.env.TZ
+  process.env.TZ = 'America/New_York'
+  t.teardown(() => {
+    if (tz === undefined) delete process.env.TZ
+    else process.env.TZ = tz
+  })
+  t.ok(isDateTime('2026-11-21T23:55:47.661000'), "Python's datetime.isoformat() of a UTC time")
+  t.equal(toIsoUtc('2026-11-21T23:55:47.661000'), '2026-11-21T23:55:47.661Z')
+  t.equal(toIsoUtc('2026-11-21T23:55:47'), '2026-11-21T23:55:47.000Z')
+  t.equal(toIsoUtc('2026-11-21 23:55'), '2026-11-21T23:55:00.000Z')
+  t.equal(toIsoUtc('2026-11-21T23:55:47-05:00'), '2026-11-22T04:55:47.000Z', 'an offset still counts')
+  t.equal(msOfIso('2026-11-21T23:55:47'), Date.UTC(2026, 10, 21, 23, 55, 47), 'msOfIso agrees')
+  t.notOk(isDateTime('2026-11-21T23:55:47.661-'), 'a dangling sign is no offset')
+  t.notOk(isDateTime('2026-02-30T10:00:00'), '30 February without an offset either')
 })

@@ -25,6 +25,36 @@ t.test('a date that does not exist is a 400, never rolled into the next month', 
   t.equal((await call(m.url + C, { key, body: completion({ requestTime: '2028-02-29T10:00:00.000Z' }) })).status, 201, 'a real leap day is fine')
 })
 
+t.test('a timestamp without an offset (Python\'s isoformat of a UTC time) is taken as UTC, as DESIGN reads "with or without fractions or offset"', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const tool = await call(m.url + T, { key, body: toolEvent({ timestamp: '2026-11-21T23:55:47.661000', transactionId: 'naive-tool' }) })
+  t.equal(tool.status, 201, 'a tool event: 201, not a 400 asking for an ISO-8601 date-time')
+  const done = await call(m.url + C, { key, body: completion({ requestTime: '2026-11-21T23:55:47', completionStartTime: '2026-11-21T23:55:48', responseTime: '2026-11-21T23:55:49', transactionId: 'naive-c' }) })
+  t.equal(done.status, 201, 'a completion: 201')
+  const read = await call(`${m.url}${LIST}?transactionId=naive-c&from=2026-11-21T23:55:47&to=2026-11-21T23:55:48`, { key })
+  t.equal(read.status, 200, 'from and to without an offset are UTC too')
+  t.equal(read.body._embedded.aICompletionMetricResourceList[0]?.eventTime, '2026-11-21T23:55:47.000Z', 'the event time is that UTC time')
+  const events = await call(`${m.url}/profitstream/v2/api/sources/metrics/tool/events?transactionId=naive-tool`, { key })
+  t.equal(events.body._embedded.toolEventMetricResourceList[0]?.eventTime, '2026-11-21T23:55:47.661Z')
+  t.equal(events.body._embedded.toolEventMetricResourceList[0]?.timestamp, '2026-11-21T23:55:47.661000', 'the field as sent')
+})
+
+t.test('a read whose to is not later than its from is a 400 naming to, as the analytics answer it, not an empty page', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  t.equal((await call(m.url + C, { key, body: completion({ requestTime: '2026-11-25T10:00:00.000Z' }) })).status, 201)
+  for (const path of [LIST, '/profitstream/v2/api/sources/metrics/tool/events', '/profitstream/v2/api/tools/unpriced-events']) {
+    for (const q of ['from=2026-11-26T00:00:00Z&to=2026-11-25T00:00:00Z', 'from=2026-11-25T10:00:00Z&to=2026-11-25T11:00:00%2B01:00']) {
+      const res = await call(`${m.url}${path}?${q}`, { key })
+      t.equal(res.status, 400, `${path} ${q}`)
+      t.match(res.body.error, { code: 'invalid_parameter', param: 'to', message: 'to must be later than from' })
+    }
+  }
+  const fine = await call(`${m.url}${LIST}?from=2026-11-25T00:00:00Z&to=2026-11-26T00:00:00Z`, { key })
+  t.equal(fine.body.page.totalElements, 1, 'a range in order still reads')
+})
+
 t.test('lone surrogates and bytes that are not UTF-8 are a 400, not stored as U+FFFD', async (t) => {
   const m = await startMeterd(t)
   const key = await m.key()

@@ -137,6 +137,31 @@ t.test('Enabled state machine: disabled → 201, not priced, not counted; enable
   t.equal((await postEvent(m, key, event('sw'))).cost.total, '0', 'C(2) − C(1): the disabled event was not counted')
 })
 
+t.test('PUT: a field sent as null keeps its value (a disabled tool stays disabled, its prices stay), and provider changes toolProvider as it sets it at creation', async (t) => {
+  const m = await startPricing(t)
+  const key = await m.key()
+  const tool = await createTool(m, key, toolBody('keep', { name: 'requests', unitPrice: '0.5', aggregationType: 'COUNT' }, { provider: 'acme', description: 'd', enabled: false }))
+  t.equal(tool.toolProvider, 'acme', 'provider is toolProvider at creation')
+  // What Python's None and Go's nil pointers send for a field the caller did not set.
+  const nulls = await call(`${m.url}${TOOLS}/${tool.id}`, { key, method: 'PUT', body: { enabled: null, pricing: null, description: null, toolProvider: null, name: 'Kept' } })
+  t.equal(nulls.status, 200)
+  t.match(nulls.body, { name: 'Kept', enabled: false, description: 'd', toolProvider: 'acme' }, 'null is absent: the disabled tool is not enabled by it')
+  t.same(nulls.body.pricing.elements.map((e: any) => [e.name, e.unitPrice]), [['requests', 0.5]], 'and its prices are not wiped')
+  const during = await postEvent(m, key, event('keep'))
+  t.same([during.cost.source, during.cost.total], ['skipped', '0'], 'still disabled: not metered')
+
+  const renamed = await call(`${m.url}${TOOLS}/${tool.id}`, { key, method: 'PUT', body: { provider: 'newvendor' } })
+  t.equal(renamed.status, 200)
+  t.equal(renamed.body.toolProvider, 'newvendor', 'a 200 to provider changed it')
+  t.equal((await call(`${m.url}${TOOLS}/${tool.id}`, { key })).body.toolProvider, 'newvendor', 'and stored it')
+  const both = await call(`${m.url}${TOOLS}/${tool.id}`, { key, method: 'PUT', body: { provider: 'x', toolProvider: 'y' } })
+  t.equal(both.body.toolProvider, 'y', 'toolProvider wins over provider, as at creation')
+
+  const on = await call(`${m.url}${TOOLS}/${tool.id}`, { key, method: 'PUT', body: { enabled: true } })
+  t.equal(on.body.enabled, true, 'enabled: true still enables')
+  t.equal((await postEvent(m, key, event('keep'))).cost.total, '0.5')
+})
+
 t.test('a quantity past 10^15 for a priced element is a 400 naming it; nothing is stored or counted', async (t) => {
   const m = await startPricing(t)
   const key = await m.key()

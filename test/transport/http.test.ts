@@ -3,7 +3,10 @@
  * routes of their family before they are answered; HTTP-level bad input gets the error shape.
  */
 import { connect } from 'node:net'
+import pino from 'pino'
 import t from 'tap'
+import { Admission } from '../../src/transport/admission/index.js'
+import { HttpServer } from '../../src/transport/http/server.js'
 import { call, startMeterd } from '../helpers/meterd.js'
 import { completion } from '../fixtures/wire-examples.js'
 
@@ -95,6 +98,34 @@ t.test('a request without Host gets a 400 in the error shape', async (t) => {
   t.match(http10, /^HTTP\/1\.1 200 /, 'HTTP/1.0 needs no Host')
 })
 
+t.test('a request target in absolute form (http://host/path) is routed as its path, as RFC 9112 requires of a server', async (t) => {
+  const m = await startMeterd(t)
+  const key = await m.key()
+  const body = JSON.stringify(completion())
+  const out = await rawRequest(
+    m.url,
+    `POST ${m.url}${C}?teamId=team-a HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  )
+  t.match(out, /^HTTP\/1\.1 201 /, 'the record is taken')
+  const list = await call(m.url + '/profitstream/v2/api/sources/metrics/ai/completions', { key })
+  t.equal(list.body.page.totalElements, 1, 'and stored')
+  const health = await rawRequest(m.url, 'GET HTTP://127.0.0.1/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+  t.match(health, /^HTTP\/1\.1 200 /, 'any case of scheme')
+  const root = await rawRequest(m.url, 'GET http://127.0.0.1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+  t.match(root, /^HTTP\/1\.1 404 /, 'an authority alone is the path /')
+  t.match(root, /no route GET \/"/)
+})
+
+t.test('CONNECT (a client taking meterd for a proxy) gets a 405 in the error shape, not a connection dropped without an answer', async (t) => {
+  const m = await startMeterd(t)
+  const out = await rawRequest(m.url, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')
+  t.match(out, /^HTTP\/1\.1 405 Method Not Allowed\r\n/)
+  t.match(out, /connection: close/i)
+  t.match(JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)), {
+    error: { type: 'invalid_request_error', code: 'method_not_allowed', message: /CONNECT is not supported/, doc_url: 'http://example.com:443/docs/errors#method_not_allowed' },
+  })
+})
+
 t.test('an Expect other than 100-continue gets a 417 in the error shape, and nothing is stored', async (t) => {
   const m = await startMeterd(t)
   const key = await m.key()
@@ -134,6 +165,76 @@ t.test('headers past 16 KiB get a 431 in the error shape, not a 400 saying the H
   const bad = await rawRequest(m.url, 'GET /healthz HTTP/1.1\r\nHost x\r\n\r\n')
   t.match(bad, /^HTTP\/1\.1 400 /, 'a malformed header line is still bad_http')
   t.match(bad, /"code":"bad_http"/)
+})
+
+/** Writes `bytes` and keeps the connection open, silent; what came back by the close, or '' after `waitMs`. */
+function stalledRequest(port: number, bytes: string, waitMs: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1')
+    let out = ''
+    const timer = setTimeout(() => {
+      socket.destroy()
+      resolve('')
+    }, waitMs)
+    socket.on('data', (d) => (out += d))
+    socket.on('close', () => {
+      clearTimeout(timer)
+      resolve(out)
+    })
+    socket.on('error', () => undefined)
+    socket.write(bytes)
+  })
+}
+
+t.test('a request that stops arriving gets a 408 request_timeout in the error shape, not a 400 saying the HTTP is malformed', async (t) => {
+  // The daemon's timeout is 60 s (cut 60 to 90 s in): a server of its own with a short one.
+  const server = new HttpServer({ apiPrefix: 'p', maxBodyBytes: 1 << 20, maxJsonDepth: 32, logger: pino({ level: 'silent' }), admission: new Admission(), requestTimeoutMs: 1000 })
+  server.route({ method: 'POST', path: '/echo', bucket: null, scope: null, handler: async (ctx) => ({ status: 200, body: await ctx.json() }) })
+  const { port } = await server.listen('127.0.0.1:0')
+  t.teardown(() => server.close(0))
+  for (const [what, bytes] of [
+    ['headers that stop', 'POST /echo HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n'],
+    ['a body that stops', 'POST /echo HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"a":'],
+  ]) {
+    const out = await stalledRequest(port, bytes, 10_000)
+    t.match(out, /^HTTP\/1\.1 408 Request Timeout\r\n/, what)
+    t.match(out, /connection: close/i, what)
+    t.match(JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)), {
+      error: { type: 'invalid_request_error', code: 'request_timeout', message: /within 1 s/, doc_url: /\/docs\/errors#request_timeout$/ },
+    }, what)
+  }
+  const whole = await rawRequest(`http://127.0.0.1:${port}`, 'POST /echo HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 7\r\n\r\n{"a":1}')
+  t.match(whole, /^HTTP\/1\.1 200 /, 'a request that arrives in time is answered')
+})
+
+t.test('a request already answered (413 as its body began) that then stops arriving gets no second answer on its connection', async (t) => {
+  const server = new HttpServer({ apiPrefix: 'p', maxBodyBytes: 1000, maxJsonDepth: 32, logger: pino({ level: 'silent' }), admission: new Admission(), requestTimeoutMs: 1000 })
+  server.route({ method: 'POST', path: '/echo', bucket: null, scope: null, handler: async (ctx) => ({ status: 200, body: await ctx.json() }) })
+  const { port } = await server.listen('127.0.0.1:0')
+  t.teardown(() => server.close(0))
+  const out = await stalledRequest(port, `POST /echo HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n${' '.repeat(5000)}`, 10_000)
+  t.match(out, /^HTTP\/1\.1 413 /, 'answered 413 at once')
+  t.equal(out.split('HTTP/1.1 ').length - 1, 1, 'and only that: a second response would be read as the answer to a next request')
+  t.notMatch(out, /request_timeout/)
+})
+
+t.test('a 201 create carries Location naming the created resource, which a GET there answers', async (t) => {
+  const m = await startMeterd(t, { config: { extensions: { exportconfigs: { allow_private_destinations: ['127.0.0.1'] } } } })
+  const key = await m.key()
+  const api = '/profitstream/v2/api'
+  for (const [what, path, body] of [
+    ['a tool', `${api}/tools`, { toolId: 'loc', name: 'Loc', toolType: 'SDK' }],
+    ['an export configuration', `${api}/export-configurations`, { name: 'loc', url: 'http://127.0.0.1:9/hook' }],
+    ['an export configuration without signing', `${api}/export-configurations`, { name: 'loc2', url: 'http://127.0.0.1:9/hook', signingEnabled: false }],
+    ['an alert rule', `${api}/sources/ai/anomaly`, { name: 'Loc', alertType: 'THRESHOLD', metricType: 'TOTAL_COST', operatorType: 'GREATER_THAN', threshold: 1, periodDuration: 'DAILY' }],
+  ] as const) {
+    const created = await call(m.url + path, { key, body })
+    t.equal(created.status, 201, what)
+    t.equal(created.headers.get('location'), `${path}/${created.body.id}`, `${what}: Location is the new resource, not the collection`)
+    const read = await call(m.url + created.headers.get('location'), { key })
+    t.equal(read.status, 200, `${what}: GET at Location finds it`)
+    t.equal(read.body.id, created.body.id, what)
+  }
 })
 
 t.test('ids in paths longer than any id are refused before any store sees them', async (t) => {

@@ -202,6 +202,18 @@ t.test('rotation state table, with deliveries as the receiver sees them', async 
   t.ok(verifies(d, s7) && verifies(d, s6))
 })
 
+t.test('rotate with "immediate": null is the default rotation (24 h overlap), as DESIGN takes null for absent, not a 400', async (t) => {
+  const { m } = await startWebhookMeterd(t)
+  const key = await m.key()
+  const created = await call(api(m), { key, body: { name: 'n', url: 'http://127.0.0.1:9/n' } })
+  t.equal(created.status, 201)
+  const rotated = await call(`${api(m)}/${created.body.id}/rotate-signing-secret`, { key, body: { immediate: null } })
+  t.equal(rotated.status, 200)
+  t.match(rotated.body, { signingSecret: /^whsec_/ })
+  const shown = await call(`${api(m)}/${created.body.id}`, { key })
+  t.match(shown.body.signing, { enabled: true, state: 'overlap' }, 'the previous secret stays valid: not an immediate rotation')
+})
+
 t.test('the signing secret appears in exactly one response, in no other response and in no log line; encrypted at rest', async (t) => {
   const { m, engine } = await startWebhookMeterd(t, { exportconfigs: { master_key: 'test-master-key-0123456789' } })
   const rx = await startReceiver(t)

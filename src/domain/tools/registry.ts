@@ -175,7 +175,7 @@ export class ToolRegistry {
       const current = this.shown(team, id, rows.tool(id))
       if (!current) throw notFound(`no tool with id ${id}`, 'id')
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ApiError(400, 'invalid_request_error', 'invalid_body', 'the body must be a JSON object')
-      const merged = { ...specOf(current), ...(body as Record<string, unknown>) }
+      const merged = { ...specOf(current), ...changesOf(body as Record<string, unknown>) }
       if (current.configSource !== 'DATABASE' && merged.toolId !== current.toolId)
         throw new ApiError(400, 'invalid_request_error', 'invalid_field', 'toolId of a tool declared in the config cannot change', { param: 'toolId' })
       const spec = parseToolSpec(merged)
@@ -300,6 +300,21 @@ interface ToolRows {
   putTool(tool: Tool): void
   /** `toolId` held by the tool `id`; undefined: free. */
   setOwner(toolId: string, id: string | undefined): void
+}
+
+/**
+ * A PUT body's fields as changes to a tool. A field sent as null is absent, as DESIGN's input rules
+ * take null (what Python's None and Go's nil pointers send for a field the caller did not set): it
+ * keeps its value, so `enabled: null` never turns a disabled tool on, nor `pricing: null` wipe its
+ * prices. `provider` is `toolProvider`, as at creation (`toolProvider` wins when both are sent).
+ */
+function changesOf(body: Record<string, unknown>): Record<string, unknown> {
+  // No prototype: a body's own "__proto__" key stays a key, not the object's prototype.
+  const changes: Record<string, unknown> = Object.create(null)
+  for (const [k, v] of Object.entries(body)) if (v !== null) changes[k] = v
+  if (changes.provider !== undefined && changes.toolProvider === undefined) changes.toolProvider = changes.provider
+  delete changes.provider
+  return changes
 }
 
 function specOf(t: Tool): Record<string, unknown> {

@@ -1,7 +1,7 @@
 import type { Host } from '../../host/component.js'
 import { toResource } from '../../model/resource.js'
 import { MEDIA_KINDS, MEDIA_PATH, type UsageKind } from '../../model/usage-record.js'
-import { checkTeam, halPage, idParam, paging, timeParam } from '../../transport/http/query.js'
+import { checkTeam, halPage, idParam, paging, timeRange } from '../../transport/http/query.js'
 import type { RequestContext } from '../../transport/http/server.js'
 
 /** The HAL list name clients read (wire-contract §2.3: `_embedded.aICompletionMetricResourceList`). */
@@ -22,8 +22,7 @@ function list(host: Host, ctx: RequestContext, kind: UsageKind) {
     transactionId: idParam(ctx, 'transactionId'),
     traceId: idParam(ctx, 'traceId'),
     toolId: kind === 'tool' ? idParam(ctx, 'toolId') : undefined,
-    from: timeParam(ctx, 'from'),
-    to: timeParam(ctx, 'to'),
+    ...timeRange(ctx),
     page,
     size,
   })

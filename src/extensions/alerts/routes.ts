@@ -111,7 +111,8 @@ export function mountAlertRoutes(d: AlertRouteDeps): void {
     const rule: AlertRule = { id: store.newId(), team, ...fields, createdAt: now, updatedAt: now }
     const stored = await store.put(rule, d.maxRulesPerTeam)
     if (!stored) throw tooMany()
-    return { status: 201, body: ruleView(stored, INITIAL_STATE) }
+    // Location names the created rule (RFC 9110 §15.3.2), not the collection POSTed to.
+    return { status: 201, body: ruleView(stored, INITIAL_STATE), headers: { location: `${base}/${stored.id}` } }
   })
 
   route('GET', '/:id', 'platform:read', (ctx) => {

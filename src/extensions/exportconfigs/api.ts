@@ -3,7 +3,7 @@ import type { Host } from '../../host/component.js'
 import { invalid, notFound } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
 import type { RequestContext, Reply } from '../../transport/http/server.js'
-import { isDateTime } from '../../model/schemas.js'
+import { isDateTime, toIsoUtc } from '../../model/schemas.js'
 import { withoutOwnIdentity } from '../../domain/ingest/identity.js'
 import { KeyedSerial } from '../../core/serial.js'
 import { DestinationRefused } from '../../domain/webhooks/destination.js'
@@ -221,8 +221,10 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     // shown in this answer only (as by rotate-signing-secret), committed with the configuration.
     const done = await store.create(c, f.signingEnabled ?? true, host.now(), d.maxConfigurationsPerTeam)
     if (!done.created) throw tooMany()
-    if (done.secret === undefined) return { status: 201, body: view(d, c) }
-    return { status: 201, body: { ...view(d, c), signingSecret: done.secret }, headers: { 'cache-control': 'no-store' } }
+    // Location names the created configuration (RFC 9110 §15.3.2), not the collection POSTed to.
+    const location = `${base}/${c.id}`
+    if (done.secret === undefined) return { status: 201, body: view(d, c), headers: { location } }
+    return { status: 201, body: { ...view(d, c), signingSecret: done.secret }, headers: { location, 'cache-control': 'no-store' } }
   }
   const tooMany = () =>
     invalid('too_many_export_configurations', `a team holds at most ${d.maxConfigurationsPerTeam} export configurations (exportconfigs.max_configurations_per_team)`, undefined, 422)
@@ -287,7 +289,9 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     const c = load(ctx)
     const body = await optionalJson(ctx)
     if (!isObject(body)) throw invalid('invalid_body', 'the body must be {} or {"immediate": true}')
-    if (body.immediate !== undefined && typeof body.immediate !== 'boolean') throw invalid('invalid_field', 'immediate must be a boolean', 'immediate')
+    // null is absent (DESIGN's input rules; Python's None): the default rotation, with its overlap.
+    if (body.immediate !== undefined && body.immediate !== null && typeof body.immediate !== 'boolean')
+      throw invalid('invalid_field', 'immediate must be a boolean or null', 'immediate')
     const signingSecret = await store.rotate(c.id, body.immediate === true, host.now())
     if (signingSecret === undefined) throw notFound(`no export configuration ${ctx.params.id}`, 'id')
     // The only response that ever carries the secret; never logged.
@@ -330,7 +334,7 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
     const c = load(ctx)
     const since = ctx.query.get('since')
     if (!since || !isDateTime(since)) throw invalid('invalid_parameter', 'since is required: an ISO-8601 date-time', 'since')
-    const ids = await engine.queue.recover(c.id, Date.parse(since), host.now())
+    const ids = await engine.queue.recover(c.id, Date.parse(toIsoUtc(since)), host.now())
     engine.kick()
     return { status: 202, body: { requeued: ids.length, deliveryIds: ids } }
   })

@@ -2,7 +2,7 @@ import type { Host } from '../../host/component.js'
 import { invalid, notFound } from '../../core/errors.js'
 import { toResource } from '../../model/resource.js'
 import { withoutOwnIdentity } from '../../domain/ingest/identity.js'
-import { checkTeam, halPage, idParam, paging, timeParam } from '../../transport/http/query.js'
+import { checkTeam, halPage, idParam, paging, timeRange } from '../../transport/http/query.js'
 import type { Reply, RequestContext, Route } from '../../transport/http/server.js'
 import type { UsageRecord } from '../../model/usage-record.js'
 import type { ToolRegistry } from '../../domain/tools/registry.js'
@@ -40,8 +40,7 @@ function listTools(reg: ToolRegistry, ctx: RequestContext): Reply {
 function listUnpriced(host: Host, ctx: RequestContext): Reply {
   const team = checkTeam(ctx)
   const { page, size } = paging(ctx)
-  const from = timeParam(ctx, 'from')
-  const to = timeParam(ctx, 'to')
+  const { from, to } = timeRange(ctx)
   const toolId = idParam(ctx, 'toolId')
   const out: UsageRecord[] = []
   let total = 0
@@ -74,7 +73,11 @@ export function mountToolRoutes(host: Host, reg: ToolRegistry): void {
     method: 'POST',
     path: base,
     scope: 'platform:write',
-    handler: async (ctx) => ({ status: 201, body: toToolResource(await reg.create(checkTeam(ctx), await toolBody(ctx), now())) }),
+    handler: async (ctx) => {
+      const tool = await reg.create(checkTeam(ctx), await toolBody(ctx), now())
+      // Location names the created tool (RFC 9110 §15.3.2), not the collection POSTed to.
+      return { status: 201, body: toToolResource(tool), headers: { location: `${base}/${tool.id}` } }
+    },
   })
   route({ method: 'GET', path: `${base}/unpriced-events`, scope: 'platform:read', handler: (ctx) => listUnpriced(host, ctx) })
   route({

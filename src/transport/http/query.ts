@@ -1,6 +1,6 @@
 import { ApiError, invalid } from '../../core/errors.js'
 import { idTooLong, MAX_ID_LENGTH } from '../../model/identifiers.js'
-import { isDateTime } from '../../model/schemas.js'
+import { isDateTime, toIsoUtc } from '../../model/schemas.js'
 import type { RequestContext } from './server.js'
 
 const MAX_PAGE_SIZE = 1000
@@ -40,7 +40,20 @@ export function timeParam(ctx: RequestContext, name: string): string | undefined
   const v = ctx.query.get(name)
   if (v === null || v === '') return undefined
   if (!isDateTime(v)) throw invalid('invalid_parameter', `${name} must be an ISO-8601 date-time`, name)
-  return new Date(v).toISOString()
+  return toIsoUtc(v)
+}
+
+/**
+ * The `from` and `to` query parameters (a range `[from, to)`), each optional; a range that ends
+ * before it begins, or where it begins, is a 400 naming `to`, as the analytics queries answer it:
+ * an empty page would hide a client's swapped bounds.
+ */
+export function timeRange(ctx: RequestContext): { from?: string; to?: string } {
+  const from = timeParam(ctx, 'from')
+  const to = timeParam(ctx, 'to')
+  // Both are toISOString's spelling, so they compare as text.
+  if (from !== undefined && to !== undefined && to <= from) throw invalid('invalid_parameter', 'to must be later than from', 'to')
+  return { from, to }
 }
 
 /** A Spring HATEOAS page, the list shape real clients read (wire-contract §3.2). */

@@ -1,5 +1,5 @@
 import { parseEndpoint } from '../../core/endpoint.js'
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import { ApiError, invalid, toApiError } from '../../core/errors.js'
@@ -112,6 +112,8 @@ export interface HttpServerOptions {
   admission: Admission
   /** Told of every answered request: its route template (never the raw path), status and duration. */
   requests?: RequestObserver
+  /** How long a request may take to arrive whole, headers and body (default 60 s); then 408. */
+  requestTimeoutMs?: number
 }
 
 export interface RequestObserver {
@@ -144,20 +146,25 @@ export class HttpServer {
   async listen(endpoint: string): Promise<AddressInfo> {
     const { host, port } = parseEndpoint(endpoint)
     // requireHostHeader off: a request without Host is answered by handle(), in the error shape.
-    const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 60_000, requireHostHeader: false }, (req, res) => {
-      void this.handle(req, res)
-    })
+    const requestTimeout = this.opts.requestTimeoutMs ?? 60_000
+    // Node checks the request timeout every connectionsCheckingInterval (30 s by default), so a
+    // stalled request is cut between requestTimeout and requestTimeout + that interval.
+    const server = createServer(
+      { keepAliveTimeout: 65_000, requestTimeout, connectionsCheckingInterval: Math.min(30_000, requestTimeout / 2), requireHostHeader: false },
+      (req, res) => {
+        void this.handle(req, res)
+      },
+    )
     // Malformed HTTP never reaches a handler; answer it in the error shape and move on.
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-      if (!socket.writable || err.code === 'ECONNRESET') return socket.destroy()
-      // Headers past Node's limit (16 KiB) are well-formed HTTP, too large: 431 says which to shrink.
-      const error =
-        err.code === 'HPE_HEADER_OVERFLOW'
-          ? new ApiError(431, 'invalid_request_error', 'headers_too_large', 'the request headers are larger than 16 KiB in all')
-          : new ApiError(400, 'invalid_request_error', 'bad_http', 'malformed HTTP request')
-      const status = error.status === 431 ? '431 Request Header Fields Too Large' : '400 Bad Request'
+      // A request answered before its body arrived whole (413, 415) has had its response: a second
+      // one, when the rest never comes, would be read as the answer to the client's next request.
+      if (!socket.writable || err.code === 'ECONNRESET' || answeredEarly.has(socket)) return socket.destroy()
+      const error = clientError(err, requestTimeout)
       const body = JSON.stringify(error.body(originOf(undefined, socket as Socket)))
-      socket.end(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+      socket.end(
+        `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      )
     })
     // An Expect other than 100-continue never reaches a handler either: Node answers it 417
     // with an empty body, which a client cannot read an error from.
@@ -167,6 +174,14 @@ export class HttpServer {
       const body = JSON.stringify(err.body(originOf(req.headers.host, req.socket)))
       res.writeHead(417, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' })
       res.end(body)
+    })
+    // CONNECT (a client taking meterd for a proxy) never reaches a handler either, and without a
+    // listener Node drops the connection with no answer at all.
+    server.on('connect', (req: IncomingMessage, socket: Socket) => {
+      const err = new ApiError(405, 'invalid_request_error', 'method_not_allowed', 'CONNECT is not supported: meterd is not a proxy')
+      const body = JSON.stringify(err.body(originOf(req.headers.host, socket)))
+      socket.on('error', () => socket.destroy())
+      socket.end(`HTTP/1.1 405 Method Not Allowed\r\nallow: \r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
     })
     this.server = server
     await new Promise<void>((resolve, reject) => {
@@ -198,9 +213,10 @@ export class HttpServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.inFlight++
+    answeredEarly.delete(req.socket)
     let ctx: Ctx | undefined
     try {
-      const url = req.url ?? '/'
+      const url = originForm(req.url ?? '/')
       const q = url.indexOf('?')
       let path = q === -1 ? url : url.slice(0, q)
       if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1)
@@ -288,8 +304,41 @@ export class HttpServer {
     if (payload !== undefined) headers['content-length'] = Buffer.byteLength(payload)
     res.writeHead(reply.status, headers)
     res.end(ctx?.method === 'HEAD' ? undefined : payload)
+    if (ctx && !ctx.req.complete) answeredEarly.add(ctx.req.socket)
   }
 }
+
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i
+
+/**
+ * The request target as a path and query. A server must accept the absolute form
+ * (`POST http://host:8080/meter/v2/ai/completions`, what a client configured for a proxy sends;
+ * RFC 9112 §3.2.2): its scheme and authority are dropped, an authority alone being the path `/`.
+ */
+function originForm(target: string): string {
+  if (target.charCodeAt(0) === 47 /* / */) return target
+  const m = ABSOLUTE_FORM.exec(target)
+  if (!m) return target
+  const rest = target.slice(m[0].length)
+  return rest.charCodeAt(0) === 47 ? rest : '/' + rest
+}
+
+/** What a connection's error, caught before any handler, is answered with. */
+function clientError(err: NodeJS.ErrnoException, requestTimeoutMs: number): ApiError {
+  // Headers past Node's limit (16 KiB) are well-formed HTTP, too large: 431 says which to shrink.
+  if (err.code === 'HPE_HEADER_OVERFLOW') return new ApiError(431, 'invalid_request_error', 'headers_too_large', 'the request headers are larger than 16 KiB in all')
+  // Headers or a body that stopped arriving are well-formed so far, and late: 408, not malformed.
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT')
+    return new ApiError(408, 'invalid_request_error', 'request_timeout', `the request did not arrive whole (headers and body) within ${requestTimeoutMs / 1000} s`)
+  return new ApiError(400, 'invalid_request_error', 'bad_http', 'malformed HTTP request')
+}
+
+/**
+ * Connections whose current request was answered before it arrived whole (413 from its
+ * Content-Length, 415): the rest is drained, and if it stops coming the request timeout must not
+ * answer it again (clientError). Cleared when the connection's next request begins.
+ */
+const answeredEarly = new WeakSet<object>()
 
 /** 5xx codes that answer for a state the daemon logs and counts elsewhere (see handle). */
 const STATE_CODES = new Set(['store_unwritable', 'overloaded', 'analytics_loading'])

@@ -347,3 +347,31 @@ t.test('OTLP/HTTP failures: a protobuf request gets a protobuf google.rpc.Status
   t.equal(text.status, 415)
   t.equal(text.body.error.code, 'unsupported_media_type')
 })
+
+t.test('a log record whose attribute nests maps 8 deep is taken from the OTLP/JSON exporter as from the protobuf one', async (t) => {
+  const { m } = await startOtlp(t)
+  const key = await m.key()
+  // GenAI events and tool parameters nest maps and arrays; protobuf decodes them ~30 deep.
+  let nested: Record<string, unknown> = { leaf: 'v' }
+  for (let i = 0; i < 8; i++) nested = { [`level${i}`]: nested }
+  for (const [name, Exporter] of [['http/protobuf', LogsProto], ['http/json', LogsJson]] as const) {
+    const records = await sdkLogs({ 'service.name': 'claude-code', 'organization.name': 'Acme Dev' }, 'com.anthropic.claude_code.events', (logger) => {
+      logger.emit({
+        body: 'claude_code.api_request', severityNumber: SeverityNumber.INFO,
+        attributes: { 'event.name': 'api_request', model: 'claude-sonnet-4-5', input_tokens: 10, output_tokens: 5, request_id: `req-nested-${name}`, tool_parameters: nested as any },
+      })
+    })
+    const exporter = new Exporter({ url: `${m.url}/meter/v2/otlp/v1/logs`, headers: { 'x-api-key': key } })
+    const result = await exported(exporter, records)
+    await exporter.shutdown()
+    t.equal(result.code, 0, `${name}: exported (${result.error?.message ?? 'ok'})`)
+    const [r] = await readBack(m, key, `req-nested-${name}`)
+    t.match(r, { model: 'claude-sonnet-4-5', inputTokenCount: 10, outputTokenCount: 5 }, `${name}: the record stored`)
+  }
+  // Nesting stays bounded: far deeper than protobuf decodes is refused before parsing.
+  let deep: unknown = { stringValue: 'x' }
+  for (let i = 0; i < 60; i++) deep = { kvlistValue: { values: [{ key: 'k', value: deep }] } }
+  const res = await call(`${m.url}/meter/v2/otlp/v1/logs`, { key, body: { resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: deep }] }] }] } })
+  t.equal(res.status, 400)
+  t.equal(res.body.error.code, 'nesting_too_deep')
+})

@@ -22,6 +22,17 @@ const REJECTED_FIELD: Record<OtlpSignal, string> = { traces: 'rejectedSpans', lo
 
 type Encoding = 'protobuf' | 'json'
 
+/**
+ * The least JSON nesting an OTLP/JSON body is allowed. OTLP/JSON spends four JSON levels on each
+ * level of a nested AnyValue (`kvlistValue` → `values` → KeyValue → `value`; three for an array)
+ * and ten on the envelope above an attribute's value, so server.max_json_depth (32) refused an
+ * attribute holding maps nested 6 deep — the whole export, a 400 that exporters drop — where the
+ * same export in protobuf decodes maps ~30 deep (protobufjs stops at 100 nested messages, three
+ * per level). 160 levels take whatever the protobuf decoder takes; the bound is still checked
+ * before parsing.
+ */
+export const OTLP_JSON_DEPTH = 160
+
 /** The request's encoding by its content type; undefined for any other type. */
 function mediaOf(ctx: RequestContext): Encoding | undefined {
   const type = (ctx.header('content-type') ?? '').split(';')[0].trim().toLowerCase()

@@ -4,7 +4,7 @@ import { listenFailure } from '../../core/startup-error.js'
 import { HttpServer } from '../../transport/http/server.js'
 import type { OtlpGrpcServer } from '../../transport/grpc/server.js'
 import { otlpGrpcServer } from './grpc.js'
-import { OtlpHttp } from './http.js'
+import { OTLP_JSON_DEPTH, OtlpHttp } from './http.js'
 
 const MiB = 1024 * 1024
 
@@ -68,7 +68,7 @@ export class OtlpReceiver implements Component {
     const http = new OtlpHttp({
       target,
       maxRequestBytes: this.config.http.max_request_bytes,
-      maxJsonDepth: host.server.max_json_depth,
+      maxJsonDepth: Math.max(host.server.max_json_depth, OTLP_JSON_DEPTH),
       decode,
       now: () => host.now(),
     })

@@ -14,7 +14,7 @@ import { OTLPTraceExporter as TracesJson } from '@opentelemetry/exporter-trace-o
 import { OTLPTraceExporter as TracesProto } from '@opentelemetry/exporter-trace-otlp-proto'
 import t from 'tap'
 import type { OtlpReceiver } from '../../src/receivers/otlp/index.js'
-import { ExportTraceServiceResponse, RetryInfo, RpcStatus } from '../../src/transport/otlp/proto.js'
+import { BadRequest, ExportTraceServiceResponse, RetryInfo, RpcStatus } from '../../src/transport/otlp/proto.js'
 import { call, startMeterd, type Meterd, type Teardown } from '../helpers/meterd.js'
 import { encodeSpans, fixture, jsonSpans, protoOf, sdkLogs, sdkSpans } from '../helpers/otlp.js'
 import { rawGrpcExport } from '../helpers/grpc.js'
@@ -235,7 +235,14 @@ t.test('bad input: a 4xx or INVALID_ARGUMENT each, never a crash', async (t) => 
   const negativeOnly = jsonSpans([{ traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', name: 'chat', attributes: [
     { key: 'gen_ai.operation.name', value: { stringValue: 'chat' } }, { key: 'gen_ai.provider.name', value: { stringValue: 'openai' } },
     { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o' } }, { key: 'gen_ai.usage.input_tokens', value: { intValue: '-3' } }] }])
-  const post = (raw: Buffer, headers: Record<string, string> = { 'content-type': 'application/x-protobuf' }, path = '/v2/otlp/v1/traces') => call(`${m.url}${path}`, { key, raw, headers })
+  // The error's code: from the JSON error shape, or from a protobuf request's google.rpc.Status (`code: message`).
+  const post = async (raw: Buffer, headers: Record<string, string> = { 'content-type': 'application/x-protobuf' }, path = '/v2/otlp/v1/traces') => {
+    const res = await fetch(`${m.url}${path}`, { method: 'POST', body: raw, headers: { 'x-api-key': key, ...headers } })
+    const bytes = Buffer.from(await res.arrayBuffer())
+    if (res.headers.get('content-type') !== 'application/x-protobuf') return { status: res.status, body: JSON.parse(bytes.toString('utf8')) }
+    const message = (RpcStatus.decode(bytes) as any).message as string
+    return { status: res.status, body: { error: { code: message.slice(0, message.indexOf(':')) } } }
+  }
   const cases: [string, () => Promise<{ status: number; body: any }>, number, string][] = [
     ['truncated protobuf', () => post(Buffer.from(good).subarray(0, good.length - 7)), 400, 'malformed_protobuf'],
     ['wrong content type', () => post(Buffer.from('x'), { 'content-type': 'text/plain' }), 415, 'unsupported_media_type'],
@@ -276,4 +283,95 @@ t.test('bad input: a 4xx or INVALID_ARGUMENT each, never a crash', async (t) => 
   t.equal(asProto.status, 200)
   const decoded = ExportTraceServiceResponse.decode(new Uint8Array(await asProto.arrayBuffer())) as any
   t.equal(Number(decoded.partialSuccess.rejectedSpans), 1, 'protobuf: partial_success in the Export response')
+})
+
+t.test('OTLP/HTTP failures: a protobuf request gets a protobuf google.rpc.Status (the specification’s body), a JSON request the JSON error shape', async (t) => {
+  const { m, http } = await startOtlp(t, { extensions: { ratelimit: { limits: { metering: 2 } } } })
+  // An account each, so that only the rate-limit case meets the 2-per-second bucket.
+  let accounts = 0
+  const fresh = () => m.key({ account: `acct-${++accounts}` })
+  const key = await fresh()
+  const good = Buffer.from(protoOf('traces', fixture('traces-genai-openai.json')))
+  const PROTO = { 'content-type': 'application/x-protobuf' }
+  // What the Collector's otlphttp exporter does with any 4xx/5xx: decode the body as a google.rpc.Status.
+  const failed = async (url: string, body: Buffer, headers: Record<string, string>) => {
+    const res = await fetch(url, { method: 'POST', body, headers })
+    const bytes = new Uint8Array(await res.arrayBuffer())
+    let st: any
+    try {
+      st = RpcStatus.toObject(RpcStatus.decode(bytes), { defaults: true })
+    } catch {
+      st = undefined
+    }
+    return { res, st }
+  }
+  const cases: [string, string, Buffer, Record<string, string>, number, number, RegExp][] = [
+    ['wrong key', `${m.url}/v2/otlp/v1/traces`, good, { ...PROTO, 'x-api-key': 'hak_wrong_wrongwrongwrongwrong' }, 401, status.UNAUTHENTICATED, /^invalid_api_key: /],
+    ['no key', `${http}/v1/traces`, good, PROTO, 401, status.UNAUTHENTICATED, /^missing_api_key: /],
+    ['truncated protobuf', `${http}/v1/logs`, good.subarray(0, 9), { ...PROTO, 'x-api-key': await fresh() }, 400, status.INVALID_ARGUMENT, /^malformed_protobuf: /],
+    ['gzip bomb', `${m.url}/meter/v2/otlp/v1/traces`, gzipSync(Buffer.alloc(64 * 1024 * 1024)), { ...PROTO, 'content-encoding': 'gzip', 'x-api-key': await fresh() }, 413, status.INVALID_ARGUMENT, /^body_too_large: /],
+    ['protobuf on the unified endpoint', `${m.url}/v2/otlp`, good, { ...PROTO, 'x-api-key': await fresh() }, 415, status.INVALID_ARGUMENT, /^unsupported_media_type: /],
+  ]
+  for (const [name, url, body, headers, want, code, message] of cases) {
+    const { res, st } = await failed(url, body, headers)
+    t.equal(res.status, want, `${name}: ${want}`)
+    t.equal(res.headers.get('content-type'), 'application/x-protobuf', `${name}: the request's content type`)
+    t.ok(st, `${name}: the body is a google.rpc.Status`)
+    t.equal(st?.code, code, `${name}: the gRPC code of the same failure`)
+    t.match(st?.message, message, `${name}: the error code and message`)
+  }
+  const malformed = await failed(`${http}/v1/logs`, good.subarray(0, 9), { ...PROTO, 'x-api-key': await fresh() })
+  t.equal(malformed.st.details[0].type_url, 'type.googleapis.com/google.rpc.BadRequest', '400: a BadRequest in the details, as the specification asks')
+  t.match((BadRequest.decode(malformed.st.details[0].value) as any).fieldViolations[0].description, /not a valid ExportLogsServiceRequest/)
+
+  // Over the 2-per-second bucket: 429 with Retry-After, and a RetryInfo saying the same.
+  let limited: Awaited<ReturnType<typeof failed>> | undefined
+  for (let i = 0; i < 6 && !limited; i++) {
+    const r = await failed(`${m.url}/v2/otlp/v1/traces`, good, { ...PROTO, 'x-api-key': key })
+    if (r.res.status === 429) limited = r
+  }
+  t.ok(limited, 'over the limit: 429')
+  t.equal(limited!.res.headers.get('content-type'), 'application/x-protobuf')
+  t.ok(Number(limited!.res.headers.get('retry-after')) >= 1, 'Retry-After, which exporters honour')
+  t.equal(limited!.st.code, status.RESOURCE_EXHAUSTED)
+  t.equal(limited!.st.details[0].type_url, 'type.googleapis.com/google.rpc.RetryInfo')
+  t.equal(Number((RetryInfo.decode(limited!.st.details[0].value) as any).retryDelay.seconds), Number(limited!.res.headers.get('retry-after')))
+  t.equal(limited!.res.headers.get('x-ratelimit-bucket'), 'metering', 'the rate-limit headers as on every answer')
+
+  // A JSON request keeps DESIGN's shape; a request of neither type too.
+  const json = await call(`${m.url}/v2/otlp/v1/traces`, { key: 'hak_wrong_wrongwrongwrongwrong', body: fixture('traces-genai-openai.json') })
+  t.equal(json.status, 401)
+  t.equal(json.headers.get('content-type'), 'application/json')
+  t.match(json.body.error, { type: 'authentication_error', code: 'invalid_api_key' })
+  const text = await call(`${m.url}/v2/otlp/v1/traces`, { key: await fresh(), raw: 'x', headers: { 'content-type': 'text/plain' } })
+  t.equal(text.status, 415)
+  t.equal(text.body.error.code, 'unsupported_media_type')
+})
+
+t.test('a log record whose attribute nests maps 8 deep is taken from the OTLP/JSON exporter as from the protobuf one', async (t) => {
+  const { m } = await startOtlp(t)
+  const key = await m.key()
+  // GenAI events and tool parameters nest maps and arrays; protobuf decodes them ~30 deep.
+  let nested: Record<string, unknown> = { leaf: 'v' }
+  for (let i = 0; i < 8; i++) nested = { [`level${i}`]: nested }
+  for (const [name, Exporter] of [['http/protobuf', LogsProto], ['http/json', LogsJson]] as const) {
+    const records = await sdkLogs({ 'service.name': 'claude-code', 'organization.name': 'Acme Dev' }, 'com.anthropic.claude_code.events', (logger) => {
+      logger.emit({
+        body: 'claude_code.api_request', severityNumber: SeverityNumber.INFO,
+        attributes: { 'event.name': 'api_request', model: 'claude-sonnet-4-5', input_tokens: 10, output_tokens: 5, request_id: `req-nested-${name}`, tool_parameters: nested as any },
+      })
+    })
+    const exporter = new Exporter({ url: `${m.url}/meter/v2/otlp/v1/logs`, headers: { 'x-api-key': key } })
+    const result = await exported(exporter, records)
+    await exporter.shutdown()
+    t.equal(result.code, 0, `${name}: exported (${result.error?.message ?? 'ok'})`)
+    const [r] = await readBack(m, key, `req-nested-${name}`)
+    t.match(r, { model: 'claude-sonnet-4-5', inputTokenCount: 10, outputTokenCount: 5 }, `${name}: the record stored`)
+  }
+  // Nesting stays bounded: far deeper than protobuf decodes is refused before parsing.
+  let deep: unknown = { stringValue: 'x' }
+  for (let i = 0; i < 60; i++) deep = { kvlistValue: { values: [{ key: 'k', value: deep }] } }
+  const res = await call(`${m.url}/meter/v2/otlp/v1/logs`, { key, body: { resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: deep }] }] }] } })
+  t.equal(res.status, 400)
+  t.equal(res.body.error.code, 'nesting_too_deep')
 })

@@ -5,9 +5,11 @@
  * and answer instead of throwing. Through the receiver, the same bytes are a 400 in the error
  * shape of docs/errors.md, never a 5xx.
  */
+import { status } from '@grpc/grpc-js'
 import t from 'tap'
 import { ApiError } from '../../src/core/errors.js'
 import { decodeTracesProto } from '../../src/transport/otlp/decode-proto.js'
+import { RpcStatus } from '../../src/transport/otlp/proto.js'
 import { WireError, WireReader } from '../../src/transport/otlp/wire.js'
 import { call, startMeterd } from '../helpers/meterd.js'
 import { fixture, protoOf } from '../helpers/otlp.js'
@@ -144,9 +146,11 @@ t.test('hostile bytes after a good export: a 400 in the error shape, decoded or 
   const m = await startMeterd(t)
   const key = await m.key()
   for (const [name, tail] of tails) {
-    const res = await call(`${m.url}/v2/otlp/v1/traces`, { key, raw: Buffer.concat([good, Buffer.from(tail)]), headers: { 'content-type': 'application/x-protobuf' } })
+    const res = await fetch(`${m.url}/v2/otlp/v1/traces`, { method: 'POST', body: Buffer.concat([good, Buffer.from(tail)]), headers: { 'x-api-key': key, 'content-type': 'application/x-protobuf' } })
     t.equal(res.status, 400, `${name}: 400`)
-    t.match(res.body, { error: { type: 'invalid_request_error', code: 'malformed_protobuf', message: /not a valid ExportTraceServiceRequest/, doc_url: /malformed_protobuf/ } }, `${name}: the error shape`)
+    // A protobuf request's error is a protobuf google.rpc.Status (the OTLP specification's body).
+    const st = RpcStatus.decode(new Uint8Array(await res.arrayBuffer())) as any
+    t.match(st, { code: status.INVALID_ARGUMENT, message: /^malformed_protobuf: the body is not a valid ExportTraceServiceRequest/ }, `${name}: the error as a google.rpc.Status`)
   }
   const ok = await call(`${m.url}/v2/otlp/v1/traces`, { key, raw: good, headers: { 'content-type': 'application/x-protobuf' } })
   t.equal(ok.status, 200, 'the export without them is stored')

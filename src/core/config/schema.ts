@@ -62,7 +62,7 @@ export const ServerSchema = Type.Object(
       description:
         'Bytes of request bodies being received at once by a process (a worker), every HTTP listener together, and of OTLP/gRPC messages being handled (their size after decompression): past it a request gets 503 overloaded with Retry-After, a gRPC call UNAVAILABLE with RetryInfo (one body or message alone is always taken). Bounds the memory that slow or stalled uploads hold',
     }),
-    max_json_depth: Type.Integer({ default: 32, minimum: 4, maximum: 256, description: 'Deepest nesting accepted in a JSON body' }),
+    max_json_depth: Type.Integer({ default: 32, minimum: 4, maximum: 256, description: 'Deepest nesting accepted in a JSON body (OTLP/JSON bodies: at least 160, the depth that OTLP nested values take in JSON)' }),
     shutdown_timeout_ms: Type.Integer({ default: 10000, minimum: 0, description: 'How long SIGTERM waits for in-flight requests and exporters to drain and, in a gateway cluster, for what the replica owes Redis to be settled (docs/deployment.md)' }),
     shared_state: SharedStateSchema,
     workers: Type.Union([Type.Literal('auto'), Type.Integer({ minimum: 1, maximum: 64 })], {

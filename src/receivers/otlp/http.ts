@@ -6,6 +6,7 @@ import type { DecodeOptions, DecodedRequest, OtlpSignal } from '../../transport/
 import { decodeLogsJson, decodeMetricsJson, decodeTracesJson } from '../../transport/otlp/decode-json.js'
 import { decodeLogsProto, decodeMetricsProto, decodeTracesProto } from '../../transport/otlp/decode-proto.js'
 import { encodeExportResponse } from '../../transport/otlp/response.js'
+import { rpcStatusBody } from '../../transport/grpc/status.js'
 import { checkPayloadKeys, exportSignals, type ExportOutcome, type ExportTarget } from './export.js'
 
 /** A fixed signal, or `any`: the unified endpoint, where the body says which (OTLP/JSON only). */
@@ -21,10 +22,29 @@ const REJECTED_FIELD: Record<OtlpSignal, string> = { traces: 'rejectedSpans', lo
 
 type Encoding = 'protobuf' | 'json'
 
-function encodingOf(ctx: RequestContext): Encoding {
+/**
+ * The least JSON nesting an OTLP/JSON body is allowed. OTLP/JSON spends four JSON levels on each
+ * level of a nested AnyValue (`kvlistValue` → `values` → KeyValue → `value`; three for an array)
+ * and ten on the envelope above an attribute's value, so server.max_json_depth (32) refused an
+ * attribute holding maps nested 6 deep — the whole export, a 400 that exporters drop — where the
+ * same export in protobuf decodes maps ~30 deep (protobufjs stops at 100 nested messages, three
+ * per level). 160 levels take whatever the protobuf decoder takes; the bound is still checked
+ * before parsing.
+ */
+export const OTLP_JSON_DEPTH = 160
+
+/** The request's encoding by its content type; undefined for any other type. */
+function mediaOf(ctx: RequestContext): Encoding | undefined {
   const type = (ctx.header('content-type') ?? '').split(';')[0].trim().toLowerCase()
   if (type === 'application/x-protobuf' || type === 'application/protobuf') return 'protobuf'
   if (type === 'application/json') return 'json'
+  return undefined
+}
+
+function encodingOf(ctx: RequestContext): Encoding {
+  const encoding = mediaOf(ctx)
+  if (encoding) return encoding
+  const type = (ctx.header('content-type') ?? '').split(';')[0].trim().toLowerCase()
   ctx.req.resume()
   throw new ApiError(415, 'invalid_request_error', 'unsupported_media_type', `OTLP/HTTP takes application/x-protobuf or application/json, not ${type || 'a body without a content type'}`, {
     param: 'Content-Type',
@@ -63,6 +83,7 @@ export class OtlpHttp {
       maxBodyBytes: this.s.maxRequestBytes,
       payloadKey: (ctx) => this.payloadKey(ctx, target),
       handler: (ctx) => this.handle(ctx, target, legacyMetrics),
+      errorReply: protobufError,
     }
   }
 
@@ -117,6 +138,18 @@ export class OtlpHttp {
     }
     return { status: 200, body: jsonAnswer(parts, outcome, legacyMetrics, this.s.now()) }
   }
+}
+
+/**
+ * The OTLP specification makes the body of every 4xx and 5xx a google.rpc.Status, in the
+ * request's encoding ("the server MUST use the same Content-Type in the response as it received
+ * in the request"), and the Collector's otlphttp exporter decodes it as protobuf to report the
+ * server's message: a protobuf request is answered a protobuf Status. JSON requests keep DESIGN
+ * §3's JSON error shape (undefined here), as does a request of neither type (415).
+ */
+function protobufError(err: ApiError, ctx: RequestContext): Reply | undefined {
+  if (mediaOf(ctx) !== 'protobuf') return undefined
+  return { status: err.status, text: rpcStatusBody(err), contentType: 'application/x-protobuf', headers: err.headers }
 }
 
 /** `{id, resourceType, processedEvents, created}`, the shape the vendor's own OTLP senders parse and print. */

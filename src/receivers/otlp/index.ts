@@ -3,7 +3,7 @@ import { listenFailure } from '../../core/startup-error.js'
 import { HttpServer } from '../../transport/http/server.js'
 import type { OtlpGrpcServer } from '../../transport/grpc/server.js'
 import { otlpGrpcServer } from './grpc.js'
-import { OtlpHttp } from './http.js'
+import { OTLP_JSON_DEPTH, OtlpHttp } from './http.js'
 import { otlpDescriptor, type Config } from './descriptor.js'
 
 /** Base-URL paths real clients post OTLP to (wire-contract §4), and what each carries. */
@@ -37,7 +37,7 @@ export class OtlpReceiver implements Component {
     const http = new OtlpHttp({
       target,
       maxRequestBytes: this.config.http.max_request_bytes,
-      maxJsonDepth: host.server.max_json_depth,
+      maxJsonDepth: Math.max(host.server.max_json_depth, OTLP_JSON_DEPTH),
       decode,
       now: () => host.now(),
     })

@@ -1,6 +1,6 @@
 import { Metadata, status } from '@grpc/grpc-js'
-import { toApiError } from '../../core/errors.js'
-import { RetryInfo, RpcStatus } from '../otlp/proto.js'
+import { toApiError, type ApiError } from '../../core/errors.js'
+import { BadRequest, RetryInfo, RpcStatus } from '../otlp/proto.js'
 
 /** A failed call as gRPC sends it: the status code, its message, and trailers. */
 export interface GrpcFailure {
@@ -10,6 +10,7 @@ export interface GrpcFailure {
 }
 
 const RETRY_INFO_URL = 'type.googleapis.com/google.rpc.RetryInfo'
+const BAD_REQUEST_URL = 'type.googleapis.com/google.rpc.BadRequest'
 
 /**
  * The one mapping from anything thrown on an OTLP/gRPC call to its status, as the Collector's
@@ -26,11 +27,30 @@ export function grpcFailure(err: unknown): GrpcFailure {
   const metadata = new Metadata()
   for (const [k, v] of Object.entries(e.headers)) metadata.set(k.toLowerCase(), v)
   if (code === status.RESOURCE_EXHAUSTED || code === status.UNAVAILABLE) {
-    const seconds = Math.max(1, Math.ceil(Number(e.headers['retry-after'] ?? 1) || 1))
+    const seconds = retrySeconds(e)
     metadata.set('grpc-status-details-bin', statusDetails(code, details, seconds))
   }
   return { code, details, metadata }
 }
+
+/**
+ * An error as the google.rpc.Status the OTLP/HTTP specification makes the body of every 4xx and
+ * 5xx answered to a protobuf request: the gRPC code of the same error, `code: message` (the gRPC
+ * status message), a RetryInfo when the answer is to be retried (429, 503: as its Retry-After)
+ * and a BadRequest describing the data on a 400, as the specification asks.
+ */
+export function rpcStatusBody(e: ApiError): Buffer {
+  const code = codeOf(e.status)
+  const message = `${e.code}: ${e.message}`
+  if (e.status === 429 || e.status === 503) return statusDetails(code, message, retrySeconds(e))
+  const details =
+    e.status === 400
+      ? [{ type_url: BAD_REQUEST_URL, value: BadRequest.encode(BadRequest.create({ fieldViolations: [{ field: e.param ?? '', description: e.message }] })).finish() }]
+      : []
+  return Buffer.from(RpcStatus.encode(RpcStatus.create({ code, message, details })).finish())
+}
+
+const retrySeconds = (e: ApiError): number => Math.max(1, Math.ceil(Number(e.headers['retry-after'] ?? 1) || 1))
 
 function codeOf(httpStatus: number): status {
   switch (httpStatus) {

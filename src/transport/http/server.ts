@@ -102,6 +102,12 @@ export interface Route {
    * it cannot read yields no key (admission answers 401).
    */
   payloadKey?: (ctx: RequestContext) => Promise<string | undefined>
+  /**
+   * The answer to an error of this route, when the protocol it serves fixes its own error body
+   * (OTLP/HTTP: a protobuf request gets a protobuf google.rpc.Status); undefined for the JSON
+   * error shape of DESIGN §3. Status and headers stay the error's.
+   */
+  errorReply?: (err: ApiError, ctx: RequestContext) => Reply | undefined
 }
 
 export interface HttpServerOptions {
@@ -234,7 +240,7 @@ export class HttpServer {
       // is loading) is logged where that state begins and counted in metrics, not once per
       // request: under load a log line with a stack per request would bury everything else.
       if (apiErr.status >= 500 && !STATE_CODES.has(apiErr.code)) this.opts.logger.error({ err, path: req.url }, 'request failed')
-      this.send(res, ctx, errorReply(apiErr))
+      this.send(res, ctx, ctx ? ctx.errorReply(apiErr) : errorReply(apiErr))
     } finally {
       this.inFlight--
     }
@@ -243,7 +249,7 @@ export class HttpServer {
   private admitAndRoute(ctx: Ctx, found: Match<Route> | Miss): Reply | Promise<Reply> {
     // HTTP/1.1 requires Host (RFC 9112 §3.2); Node would answer its absence with an empty 400.
     if (ctx.req.headers.host === undefined && ctx.req.httpVersionMinor >= 1 && ctx.req.httpVersionMajor === 1)
-      return errorReply(invalid('missing_host', 'an HTTP/1.1 request must carry a Host header', 'Host'))
+      return ctx.errorReply(invalid('missing_host', 'an HTTP/1.1 request must carry a Host header', 'Host'))
     const payloadKey = found.route?.payloadKey
     if (payloadKey && presentedKey(ctx) === undefined)
       return payloadKey(ctx)
@@ -257,8 +263,8 @@ export class HttpServer {
 
   private admitted(ctx: Ctx, found: Match<Route> | Miss): Reply | Promise<Reply> {
     const refused = this.opts.admission.admit(ctx)
-    if (refused instanceof Promise) return refused.then((r) => (r ? errorReply(r) : this.routed(ctx, found)))
-    return refused ? errorReply(refused) : this.routed(ctx, found)
+    if (refused instanceof Promise) return refused.then((r) => (r ? ctx.errorReply(r) : this.routed(ctx, found)))
+    return refused ? ctx.errorReply(refused) : this.routed(ctx, found)
   }
 
   /** The handler's answer (its promise as it is, not adopted), or the 404/405 of a path without a route. */
@@ -273,11 +279,11 @@ export class HttpServer {
       return errorReply(new ApiError(404, 'not_found_error', 'route_not_found', `no route ${ctx.method} ${ctx.path}`))
     }
     if (found.malformed !== undefined)
-      return errorReply(invalid('invalid_parameter', `${found.malformed} is not valid percent-encoding: a % must start %XX escapes of UTF-8 bytes`, found.malformed))
+      return ctx.errorReply(invalid('invalid_parameter', `${found.malformed} is not valid percent-encoding: a % must start %XX escapes of UTF-8 bytes`, found.malformed))
     const params = found.params
     for (const name in params) {
       if (Buffer.byteLength(params[name]) > MAX_PATH_PARAM_BYTES)
-        return errorReply(invalid('invalid_parameter', `${name} is longer than any identifier meterd issues (at most ${MAX_PATH_PARAM_BYTES} bytes)`, name))
+        return ctx.errorReply(invalid('invalid_parameter', `${name} is longer than any identifier meterd issues (at most ${MAX_PATH_PARAM_BYTES} bytes)`, name))
     }
     ctx.params = params
     return found.route.handler(ctx)
@@ -365,6 +371,7 @@ class Ctx implements RequestContext {
   readonly route: string
   readonly started = performance.now()
   private readonly maxBodyBytes: number
+  private readonly routeErrorReply?: Route['errorReply']
   private body?: Promise<Buffer>
   private parsedQuery?: Query
 
@@ -381,6 +388,12 @@ class Ctx implements RequestContext {
     this.scope = found.route ? found.route.scope : null
     this.maxBodyBytes = found.route?.maxBodyBytes ?? opts.maxBodyBytes
     this.route = found.route?.path ?? 'unmatched'
+    this.routeErrorReply = found.route?.errorReply
+  }
+
+  /** The answer to `err`: the route's own error body when it has one, else DESIGN §3's shape. */
+  errorReply(err: ApiError): Reply {
+    return this.routeErrorReply?.(err, this) ?? errorReply(err)
   }
 
   header(name: string): string | undefined {

@@ -34,6 +34,7 @@ export const ExportMetricsServiceRequest = type('opentelemetry.proto.collector.m
 export const ExportMetricsServiceResponse = type('opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceResponse')
 export const RpcStatus = type('google.rpc.Status')
 export const RetryInfo = type('google.rpc.RetryInfo')
+export const BadRequest = type('google.rpc.BadRequest')
 
 /** The gRPC service and method of each signal's Export call. */
 export const SERVICES = {

@@ -214,6 +214,20 @@ t.test('rotate with "immediate": null is the default rotation (24 h overlap), as
   t.match(shown.body.signing, { enabled: true, state: 'overlap' }, 'the previous secret stays valid: not an immediate rotation')
 })
 
+t.test('send-test-event on a disabled configuration is a 409 saying so, not a 202 followed by a dead letter', async (t) => {
+  const { m } = await startWebhookMeterd(t)
+  const key = await m.key()
+  const created = await call(api(m), { key, body: { name: 'n', url: 'http://127.0.0.1:9/n', enabled: false } })
+  t.equal(created.status, 201, created.text)
+  const sent = await call(`${api(m)}/${created.body.id}/send-test-event`, { key, body: {} })
+  t.equal(sent.status, 409, sent.text)
+  t.match(sent.body.error, { type: 'conflict_error', code: 'export_configuration_disabled', message: /is disabled.*PATCH \{"enabled": true\}/ })
+  const listed = await call(`${api(m)}/${created.body.id}/deliveries`, { key })
+  t.same(listed.body.data, [], 'no delivery was queued')
+  t.equal((await call(`${api(m)}/${created.body.id}`, { key, method: 'PATCH', body: { enabled: true } })).status, 200)
+  t.equal((await call(`${api(m)}/${created.body.id}/send-test-event`, { key, body: {} })).status, 202, 'enabled again: the test is sent')
+})
+
 t.test('the signing secret appears in exactly one response, in no other response and in no log line; encrypted at rest', async (t) => {
   const { m, engine } = await startWebhookMeterd(t, { exportconfigs: { master_key: 'test-master-key-0123456789' } })
   const rx = await startReceiver(t)

@@ -1,6 +1,6 @@
 import { checkTeam, paging } from '../../transport/http/query.js'
 import type { Host } from '../../host/component.js'
-import { invalid, notFound } from '../../core/errors.js'
+import { conflict, invalid, notFound } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
 import type { RequestContext, Reply } from '../../transport/http/server.js'
 import { isDateTime, toIsoUtc } from '../../model/schemas.js'
@@ -301,6 +301,13 @@ export function mountExportConfigurationRoutes(d: ApiDeps): void {
   route('POST', '/:id/send-test-event', 'platform:write', async (ctx) => {
     const c = load(ctx)
     await optionalJson(ctx)
+    // The production path delivers nothing to a disabled configuration: a 202 would only be
+    // followed by a dead letter the caller never sees.
+    if (!c.enabled)
+      throw conflict(
+        'export_configuration_disabled',
+        `the export configuration ${c.id} is disabled${c.disabledReason ? ` (${c.disabledReason})` : ''}: nothing is delivered to it, a test event neither; enable it (PATCH {"enabled": true}) and send the test again`,
+      )
     const now = host.now()
     const event = {
       id: 'evt_' + newId(now),

@@ -2,10 +2,10 @@ import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import type { SharedStateConfig } from '../core/config/schema.js'
 import { createTelemetry } from '../core/telemetry.js'
-import { KeyStore, checkLabels, parseScopes } from '../extensions/apikeys/key-store.js'
+import { KeyRefused, KeyStore, checkLabels, parseScopes } from '../extensions/apikeys/key-store.js'
 import type { SharedState } from '../ports/shared.js'
 import type { Store } from '../store/store.js'
-import { EX_CONFIG, ExitError, UsageError, type Command } from './command.js'
+import { EX_CONFIG, EX_USAGE, ExitError, UsageError, type Command } from './command.js'
 import { configOrExit } from './config.js'
 import { withStore } from './store.js'
 
@@ -52,7 +52,12 @@ export async function createKey(v: KeysCreateValues, command: Command): Promise<
     throw new UsageError((err as Error).message, command)
   }
   return withKeyStore(v.config ?? [], v.init, 'no key was created', async (ks) => {
-    const { key, record, account } = await ks.create({ team: v.team!, scopes, account: v.account, tenant: v.tenant, environment: v.environment, name: v.name })
+    const made = await ks.create({ team: v.team!, scopes, account: v.account, tenant: v.tenant, environment: v.environment, name: v.name }).catch((err) => {
+      // --team with --account, as asked, cannot be made: bad usage (64), as a wrong --account is
+      // (without the usage text: the flags are well formed, the store says why not).
+      throw err instanceof KeyRefused ? new ExitError(err.message, EX_USAGE) : err
+    })
+    const { key, record, account } = made
     const how = { given: '', team: ` (the account of team ${record.team})`, default: ' (the default; choose one with --account)' }[account]
     if (v.json) process.stdout.write(JSON.stringify({ key, ...record, accountChosen: account }) + '\n')
     else process.stdout.write(`${key}\n# id ${record.id}, account ${record.account}${how}, team ${record.team}, scopes ${record.scopes.join(',')}; shown only once\n`)

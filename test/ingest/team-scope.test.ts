@@ -74,6 +74,7 @@ t.test('a team belongs to one account; keys create says which account it used', 
     (err) => err,
   )
   t.ok(refused, 'a team already used under another account is refused')
+  t.equal(refused.code, 64, 'as bad usage (exit 64), as a wrong --account is')
   t.match(refused.stderr, /team "team-b" belongs to account "acme"/)
 
   const store = new Store({ path: dir })
@@ -96,6 +97,7 @@ t.test('a team that reads the same as an existing one but is other code points i
     (err) => err,
   )
   t.ok(refused, 'refused')
+  t.equal(refused.code, 64, 'exit 64')
   t.match(refused.stderr, /reads the same as the existing team .* \(cafeU\+0301, not cafU\+00E9\)/)
   const again = JSON.parse((await cli('--team', composed, '--scopes', 'analytics:read', '--json')).stdout)
   t.match(again, { team: composed, account: 'acme' }, 'the existing spelling still gets keys')

@@ -173,14 +173,14 @@ export class KeyStore {
         const owner = this.accountOf(k.team)
         const lookalike = owner === undefined ? this.lookalikeOf(k.team) : undefined
         if (lookalike !== undefined)
-          throw new Error(
+          throw new KeyRefused(
             `team "${k.team}" reads the same as the existing team "${lookalike}" but is written with other Unicode code points (${codePoints(k.team)}, not ${codePoints(lookalike)}): use the existing team's spelling, or a name that reads differently`,
           )
         if (owner !== undefined && k.account === undefined) {
           record.account = owner
           choice = 'team'
         } else if (owner !== undefined && owner !== record.account) {
-          throw new Error(`team "${k.team}" belongs to account "${owner}": a team belongs to one account (leave out --account, or pass --account ${owner})`)
+          throw new KeyRefused(`team "${k.team}" belongs to account "${owner}": a team belongs to one account (leave out --account, or pass --account ${owner})`)
         }
         this.byHash.put(digest, record)
         this.ids.put(record.id, digest)
@@ -242,3 +242,6 @@ export class KeyStore {
     return found
   }
 }
+
+/** A key that may not be made as asked (a team of another account, a lookalike team name): what was asked is wrong, not the store. */
+export class KeyRefused extends Error {}

@@ -116,7 +116,7 @@ const WEBHOOK_LISTEN: Command = defineCommand({
     })
     await new Promise<void>((resolve, reject) => {
       // A port in use or a host that does not resolve: one line and exit 78, as for meterd run.
-      server.once('error', (err) => reject(listenFailure(err, `${host}:${port}`, '--host/--port')))
+      server.once('error', (err) => reject(listenFailure(err, `${host}:${port}`, '--host/--port', 'an address or a name that resolves (--host 127.0.0.1) and a port (--port 8080)')))
       server.listen(port, host, () => resolve())
     })
     const addr = server.address() as { port: number }

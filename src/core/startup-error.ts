@@ -21,8 +21,11 @@ export class StartupError extends Error {
   }
 }
 
-/** A listener that could not bind, in the operator's words: which setting, why, what to do. */
-export function listenFailure(err: unknown, endpoint: string, setting: string): Error {
+/**
+ * A listener that could not bind, in the operator's words: which setting, why, what to do.
+ * `shape` is how the setting is written (a config endpoint is host:port; a CLI may take the host alone).
+ */
+export function listenFailure(err: unknown, endpoint: string, setting: string, shape = 'host:port, e.g. 127.0.0.1:8080'): Error {
   const e = err as NodeJS.ErrnoException
   const text = `${e?.code ?? ''} ${e?.message ?? String(err)}`
   const where = `cannot listen on ${endpoint} (${setting})`
@@ -33,7 +36,7 @@ export function listenFailure(err: unknown, endpoint: string, setting: string): 
   if (/EADDRNOTAVAIL/.test(text))
     return new StartupError(`${where}: no network interface of this host has that address`, `use 127.0.0.1, 0.0.0.0 or one of this host's addresses in ${setting}`)
   if (/ENOTFOUND|EAI_AGAIN|Name resolution failed|invalid endpoint/i.test(text))
-    return new StartupError(`${where}: the host part does not resolve or the endpoint is not host:port`, `write ${setting} as host:port, e.g. 127.0.0.1:8080`)
+    return new StartupError(`${where}: the host part does not resolve or the endpoint is not host:port`, `write ${setting} as ${shape}`)
   return new StartupError(`${where}: ${e?.message ?? String(err)}`, `check ${setting}`)
 }
 

@@ -55,6 +55,9 @@ t.test('wrong values are bad usage (64) with the command usage; unreadable input
   t.equal(inUse.code, 78)
   t.match(inUse.stderr, `meterd: cannot listen on 127.0.0.1:${port} (--host/--port): the address is already in use`)
   t.notMatch(inUse.stderr, /\n\s+at /, 'no stack')
+  const badHost = await meterd(['webhook', 'listen', '--port', '0', '--host', 'no such host', '--secret', 'whsec_x'], { cwd, timeout: 15_000 })
+  t.equal(badHost.code, 78)
+  t.match(badHost.stderr, 'write --host/--port as an address or a name that resolves (--host 127.0.0.1) and a port (--port 8080)', 'the fix names the flags as they are given, not as one host:port')
 })
 
 t.test('output nobody reads (| head, a full disk) ends a command without a stack: 141 as Unix tools for a closed pipe, one line and 74 for a write error', { skip: process.platform !== 'linux' && 'needs /dev/full' }, async (t) => {

@@ -52,7 +52,12 @@ t.test('a request described without HTTP is authenticated, counted and scoped by
   t.match(await admission.admit(wrongScope), { status: 403, code: 'insufficient_scope' }, 'a key without the scope is refused')
   t.equal(wrongScope.responseHeaders['x-ratelimit-bucket'], 'analytics', 'after it was counted against the bucket')
 
-  t.match(await admission.admit(metadataRequest({})), { status: 401, code: 'missing_api_key' })
+  t.match(await admission.admit(metadataRequest({})), { status: 401, code: 'missing_api_key', message: /Authorization: Bearer$/ })
+  // An Authorization header meterd reads as no key: the answer says why, without echoing its value.
+  t.match(await admission.admit(metadataRequest({ authorization: 'Bearer hak_a hak_b' })), { status: 401, code: 'missing_api_key', message: /must be `Bearer <key>`.*no spaces/ })
+  const basic = await admission.admit(metadataRequest({ authorization: 'Basic dXNlcjpwYXNz' }))
+  t.match(basic, { status: 401, code: 'missing_api_key', message: /scheme is not Bearer/ })
+  t.notMatch((basic as { message: string }).message, 'dXNlcjpwYXNz', 'the value is not echoed')
   t.match(await admission.admit(metadataRequest({ 'x-api-key': 'hak_nope_00000000000000000000' })), { status: 401, code: 'invalid_api_key' })
   const pub = metadataRequest({}, { bucket: null, scope: null })
   t.equal(await admission.admit(pub), undefined, 'no bucket: a public route, no key needed')

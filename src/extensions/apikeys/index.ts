@@ -7,8 +7,19 @@ import { KeyStore, type ApiKeyRecord } from './key-store.js'
 import { apikeysDescriptor, type Config } from './descriptor.js'
 import { MIN_BOOTSTRAP_KEY } from './descriptor.js'
 
-const missing = (): ApiError =>
-  new ApiError(401, 'authentication_error', 'missing_api_key', 'an API key is required: send it in x-api-key or Authorization: Bearer')
+const missing = (req: AdmissionRequest): ApiError => {
+  // An Authorization header that is not `Bearer <key>` (another scheme, or a value with spaces) was
+  // no key to meterd: say what was read, not only that a key is needed.
+  const auth = req.header('authorization')
+  const scheme = auth?.trim().split(/\s+/)[0] ?? ''
+  const read =
+    auth === undefined
+      ? ''
+      : /^bearer$/i.test(scheme)
+        ? ' (the Authorization header was read as no key: it must be `Bearer <key>`, the key alone after the scheme, with no spaces in it)'
+        : " (the Authorization header's scheme is not Bearer; its value is not echoed)"
+  return new ApiError(401, 'authentication_error', 'missing_api_key', `an API key is required: send it in x-api-key or Authorization: Bearer${read}`)
+}
 const unknown = (): ApiError => new ApiError(401, 'authentication_error', 'invalid_api_key', 'the API key is not valid')
 
 export class ApiKeys implements Component, Authenticator {
@@ -54,7 +65,7 @@ export class ApiKeys implements Component, Authenticator {
 
   authenticate(req: AdmissionRequest): Principal | ApiError {
     const key = presentedKey(req)
-    if (!key) return missing()
+    if (!key) return missing(req)
     const r = this.keys?.lookup(key)
     if (!r) return unknown()
     let p = this.principals.get(r)

@@ -165,7 +165,32 @@ t.test('headers past 16 KiB get a 431 in the error shape, not a 400 saying the H
   const bad = await rawRequest(m.url, 'GET /healthz HTTP/1.1\r\nHost x\r\n\r\n')
   t.match(bad, /^HTTP\/1\.1 400 /, 'a malformed header line is still bad_http')
   t.match(bad, /"code":"bad_http"/)
+  // On a kept-alive connection whose last request was answered before Node parsed its end (a GET
+  // answered at once), the next request's error is answered too, not dropped with the connection.
+  const kept = await piecewise(m.url, ['GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`])
+  t.match(kept, /^HTTP\/1\.1 200 [^]*HTTP\/1\.1 431 /, 'the second request of a kept-alive connection gets its 431')
 })
+
+/** Writes each piece as its own read for the server (a pause between them); what came back by the close. */
+function piecewise(url: string, pieces: readonly string[]): Promise<string> {
+  const { port } = new URL(url)
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), '127.0.0.1')
+    socket.setNoDelay(true)
+    let out = ''
+    socket.on('data', (d) => (out += d))
+    socket.on('error', () => undefined)
+    socket.on('close', () => resolve(out))
+    socket.setTimeout(2000, () => socket.destroy())
+    void (async () => {
+      for (const piece of pieces) {
+        if (socket.destroyed) return
+        socket.write(piece)
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    })()
+  })
+}
 
 /** Writes `bytes` and keeps the connection open, silent; what came back by the close, or '' after `waitMs`. */
 function stalledRequest(port: number, bytes: string, waitMs: number): Promise<string> {

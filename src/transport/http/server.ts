@@ -165,7 +165,7 @@ export class HttpServer {
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       // A request answered before its body arrived whole (413, 415) has had its response: a second
       // one, when the rest never comes, would be read as the answer to the client's next request.
-      if (!socket.writable || err.code === 'ECONNRESET' || answeredEarly.has(socket)) return socket.destroy()
+      if (!socket.writable || err.code === 'ECONNRESET' || answeredEarly.get(socket)?.complete === false) return socket.destroy()
       const error = clientError(err, requestTimeout)
       const body = JSON.stringify(error.body(originOf(undefined, socket as Socket)))
       socket.end(
@@ -219,7 +219,6 @@ export class HttpServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.inFlight++
-    answeredEarly.delete(req.socket)
     let ctx: Ctx | undefined
     try {
       const url = originForm(req.url ?? '/')
@@ -310,7 +309,7 @@ export class HttpServer {
     if (payload !== undefined) headers['content-length'] = Buffer.byteLength(payload)
     res.writeHead(reply.status, headers)
     res.end(ctx?.method === 'HEAD' ? undefined : payload)
-    if (ctx && !ctx.req.complete) answeredEarly.add(ctx.req.socket)
+    if (ctx && !ctx.req.complete) answeredEarly.set(ctx.req.socket, ctx.req)
   }
 }
 
@@ -340,11 +339,12 @@ function clientError(err: NodeJS.ErrnoException, requestTimeoutMs: number): ApiE
 }
 
 /**
- * Connections whose current request was answered before it arrived whole (413 from its
- * Content-Length, 415): the rest is drained, and if it stops coming the request timeout must not
- * answer it again (clientError). Cleared when the connection's next request begins.
+ * The last request of a connection answered before it arrived whole (413 from its Content-Length,
+ * 415, or a GET answered before Node parsed the end of its message): the rest is drained, and if
+ * it stops coming the request timeout must not answer it again (clientError). Once it has arrived
+ * whole, an error of the connection's next request is that request's, and is answered.
  */
-const answeredEarly = new WeakSet<object>()
+const answeredEarly = new WeakMap<object, IncomingMessage>()
 
 /** 5xx codes that answer for a state the daemon logs and counts elsewhere (see handle). */
 const STATE_CODES = new Set(['store_unwritable', 'overloaded', 'analytics_loading'])

@@ -74,3 +74,13 @@ t.test('an OTLP/gRPC export counts against the same budget: beside a stalled HTT
   const accepted = await rawGrpcExport(grpcPort, 'traces', body, { metadata })
   t.notOk(accepted.err, 'with the upload gone the same export is accepted')
 })
+
+t.test('a body alone in flight is read whole though it is larger than server.max_body_bytes_in_flight', async (t) => {
+  // The bound may be set below the largest body a route takes (1 MiB here, bodies up to 4 MiB):
+  // counting the body's own earlier chunks refused it part-way with 503, on every retry.
+  const m = await startMeterd(t, { config: { server: { max_body_bytes: 4194304, max_body_bytes_in_flight: 1048576 } } })
+  const big = completion({ transactionId: 'alone-past-the-bound' }) as Record<string, unknown>
+  big.usageMetadata = { note: 'x'.repeat(2_500_000) }
+  const res = await call(`${m.url}${C}`, { key: ADMIN_KEY, body: big })
+  t.equal(res.status, 201, JSON.stringify(res.body).slice(0, 300))
+})

@@ -165,7 +165,55 @@ t.test('headers past 16 KiB get a 431 in the error shape, not a 400 saying the H
   const bad = await rawRequest(m.url, 'GET /healthz HTTP/1.1\r\nHost x\r\n\r\n')
   t.match(bad, /^HTTP\/1\.1 400 /, 'a malformed header line is still bad_http')
   t.match(bad, /"code":"bad_http"/)
+  // On a kept-alive connection whose last request was answered before Node parsed its end (a GET
+  // answered at once), the next request's error is answered too, not dropped with the connection.
+  const kept = await piecewise(m.url, ['GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`])
+  t.match(kept, /^HTTP\/1\.1 200 [^]*HTTP\/1\.1 431 /, 'the second request of a kept-alive connection gets its 431')
 })
+
+t.test('a request target past the limit gets 414 uri_too_long, headers past it 431, however the bytes arrive', async (t) => {
+  const m = await startMeterd(t)
+  const target = `/healthz?q=${'a'.repeat(20_000)}`
+  const longTarget = `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`
+  const longHeader = `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(20_000)}\r\nConnection: close\r\n\r\n`
+  const longName = `GET /healthz HTTP/1.1\r\nHost: x\r\nX-${'n'.repeat(20_000)}: v\r\nConnection: close\r\n\r\n`
+  const keptAlive = `GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`
+  for (const [what, pieces, status, code] of [
+    ['a long target in one write', [longTarget], 414, 'uri_too_long'],
+    // The parser fails in the second read, which holds neither the request line's start nor a line feed before the target's end.
+    ['a long target in two writes', [longTarget.slice(0, 10_000), longTarget.slice(10_000)], 414, 'uri_too_long'],
+    ['a long target on a kept-alive connection', [keptAlive, longTarget], 414, 'uri_too_long'],
+    ['a long header in one write', [longHeader], 431, 'headers_too_large'],
+    ['a long header in two writes', [longHeader.slice(0, 10_000), longHeader.slice(10_000)], 431, 'headers_too_large'],
+    ['a long header name in two writes', [longName.slice(0, 10_000), longName.slice(10_000)], 431, 'headers_too_large'],
+  ] as const) {
+    const out = await piecewise(m.url, pieces)
+    const answer = out.slice(out.lastIndexOf('HTTP/1.1 '))
+    t.match(answer, new RegExp(`^HTTP/1\\.1 ${status} `), what)
+    t.match(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), { error: { type: 'invalid_request_error', code, doc_url: new RegExp(`/docs/errors#${code}$`) } }, what)
+  }
+})
+
+/** Writes each piece as its own read for the server (a pause between them); what came back by the close. */
+function piecewise(url: string, pieces: readonly string[]): Promise<string> {
+  const { port } = new URL(url)
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), '127.0.0.1')
+    socket.setNoDelay(true)
+    let out = ''
+    socket.on('data', (d) => (out += d))
+    socket.on('error', () => undefined)
+    socket.on('close', () => resolve(out))
+    socket.setTimeout(2000, () => socket.destroy())
+    void (async () => {
+      for (const piece of pieces) {
+        if (socket.destroyed) return
+        socket.write(piece)
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    })()
+  })
+}
 
 /** Writes `bytes` and keeps the connection open, silent; what came back by the close, or '' after `waitMs`. */
 function stalledRequest(port: number, bytes: string, waitMs: number): Promise<string> {

@@ -19,8 +19,13 @@ export class BodyBudget {
   private used = 0
   constructor(public limit: number) {}
 
-  take(bytes: number): boolean {
-    if (this.used > 0 && this.used + bytes > this.limit) return false
+  /**
+   * Counts `bytes` more of a body that already holds `own` bytes of the budget. A body whose own
+   * bytes are all that is in flight is alone, and is taken whatever its size (its route's limit
+   * bounds it): counting its own earlier chunks would refuse it part-way, for good.
+   */
+  take(bytes: number, own = 0): boolean {
+    if (this.used > own && this.used + bytes > this.limit) return false
     this.used += bytes
     return true
   }
@@ -77,7 +82,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     source.on('data', (chunk: Buffer) => {
       if (done) return
       if (size + chunk.length > limit) return fail(tooLarge(limit))
-      if (!bodyBudget.take(chunk.length)) return fail(overBudget())
+      if (!bodyBudget.take(chunk.length, size)) return fail(overBudget())
       size += chunk.length
       chunks.push(chunk)
     })

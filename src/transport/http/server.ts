@@ -165,8 +165,8 @@ export class HttpServer {
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       // A request answered before its body arrived whole (413, 415) has had its response: a second
       // one, when the rest never comes, would be read as the answer to the client's next request.
-      if (!socket.writable || err.code === 'ECONNRESET' || answeredEarly.has(socket)) return socket.destroy()
-      const error = clientError(err, requestTimeout)
+      if (!socket.writable || err.code === 'ECONNRESET' || answeredEarly.get(socket)?.complete === false) return socket.destroy()
+      const error = clientError(err, requestTimeout, socket as Socket)
       const body = JSON.stringify(error.body(originOf(undefined, socket as Socket)))
       socket.end(
         `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
@@ -219,7 +219,6 @@ export class HttpServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.inFlight++
-    answeredEarly.delete(req.socket)
     let ctx: Ctx | undefined
     try {
       const url = originForm(req.url ?? '/')
@@ -310,7 +309,7 @@ export class HttpServer {
     if (payload !== undefined) headers['content-length'] = Buffer.byteLength(payload)
     res.writeHead(reply.status, headers)
     res.end(ctx?.method === 'HEAD' ? undefined : payload)
-    if (ctx && !ctx.req.complete) answeredEarly.add(ctx.req.socket)
+    if (ctx && !ctx.req.complete) answeredEarly.set(ctx.req.socket, ctx.req)
   }
 }
 
@@ -330,21 +329,54 @@ function originForm(target: string): string {
 }
 
 /** What a connection's error, caught before any handler, is answered with. */
-function clientError(err: NodeJS.ErrnoException, requestTimeoutMs: number): ApiError {
-  // Headers past Node's limit (16 KiB) are well-formed HTTP, too large: 431 says which to shrink.
-  if (err.code === 'HPE_HEADER_OVERFLOW') return new ApiError(431, 'invalid_request_error', 'headers_too_large', 'the request headers are larger than 16 KiB in all')
+function clientError(err: NodeJS.ErrnoException, requestTimeoutMs: number, socket: Socket): ApiError {
+  // A head past Node's limit (16 KiB, request target and headers counted together) is well-formed
+  // HTTP, too large: 414 or 431 says which part to shrink.
+  if (err.code === 'HPE_HEADER_OVERFLOW') {
+    const { rawPacket, bytesParsed } = err as ParseError
+    if (targetOverflowed(rawPacket, bytesParsed, socket.bytesRead === rawPacket?.length))
+      return new ApiError(414, 'invalid_request_error', 'uri_too_long', 'the request target (path and query) is longer than meterd reads: the request line and headers may hold 16 KiB in all')
+    return new ApiError(431, 'invalid_request_error', 'headers_too_large', 'the request headers are larger than 16 KiB in all (with the request target)')
+  }
   // Headers or a body that stopped arriving are well-formed so far, and late: 408, not malformed.
   if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT')
     return new ApiError(408, 'invalid_request_error', 'request_timeout', `the request did not arrive whole (headers and body) within ${requestTimeoutMs / 1000} s`)
   return new ApiError(400, 'invalid_request_error', 'bad_http', 'malformed HTTP request')
 }
 
+/** What Node adds to a parser's error: the bytes of the read it failed in, and where in them it stopped. */
+interface ParseError extends NodeJS.ErrnoException {
+  rawPacket?: Buffer
+  bytesParsed?: number
+}
+
+/** A request line begins with its method (a token) and a space; a header line has a colon after its name. */
+const REQUEST_LINE_START = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+ /
+
 /**
- * Connections whose current request was answered before it arrived whole (413 from its
- * Content-Length, 415): the rest is drained, and if it stops coming the request timeout must not
- * answer it again (clientError). Cleared when the connection's next request begins.
+ * Whether the part of the head that passed Node's limit is the request target (else a header).
+ * The parser stops where that part ends, or at the end of the bytes it was given (`raw`, one read
+ * of the socket). When the line it stopped in starts within them (after a line feed, or at the
+ * start of the connection's first read) the line says: a request line starts `METHOD `. Else the
+ * read is the middle of a line: a target ends at the space before the HTTP version, a header name
+ * after its colon, a header value at its line end. A read that ends inside the line shows neither
+ * (a long target or header arriving in pieces): 431, whose message names both.
  */
-const answeredEarly = new WeakSet<object>()
+function targetOverflowed(raw: Buffer | undefined, stoppedAt: number | undefined, firstRead: boolean): boolean {
+  if (raw === undefined || stoppedAt === undefined) return false
+  const end = Math.min(stoppedAt, raw.length)
+  const lineFeed = end === 0 ? -1 : raw.lastIndexOf(0x0a, end - 1)
+  if (lineFeed !== -1 || firstRead) return REQUEST_LINE_START.test(raw.toString('latin1', lineFeed + 1, Math.min(end, lineFeed + 1 + 32)))
+  return end < raw.length && end > 0 && raw[end] === 0x20 && raw[end - 1] !== 0x3a /* : */
+}
+
+/**
+ * The last request of a connection answered before it arrived whole (413 from its Content-Length,
+ * 415, or a GET answered before Node parsed the end of its message): the rest is drained, and if
+ * it stops coming the request timeout must not answer it again (clientError). Once it has arrived
+ * whole, an error of the connection's next request is that request's, and is answered.
+ */
+const answeredEarly = new WeakMap<object, IncomingMessage>()
 
 /** 5xx codes that answer for a state the daemon logs and counts elsewhere (see handle). */
 const STATE_CODES = new Set(['store_unwritable', 'overloaded', 'analytics_loading'])

@@ -1,3 +1,5 @@
+import { withUtcDefault } from '../model/date-time.js'
+
 /**
  * `new Date(ms).toISOString()` without the Date: V8's toISOString is a C++ builtin that costs
  * about 7,000 instructions (a Date object, then a formatted print), and ingest stamps every
@@ -44,18 +46,6 @@ export function isoAt(ms: number): string {
   rest -= m * 60_000
   const s = Math.floor(rest / 1000)
   return `${cachedPrefix}${TWO[h]}:${TWO[m]}:${TWO[s]}.${THREE[rest - s * 1000]}Z`
-}
-
-/** Ends with `Z` or a numeric offset (`+01:00`, `-0500`, `+01`). */
-const OFFSET = /(?:[Zz]|[+-]\d{2}(?::?\d{2})?)$/
-
-/**
- * A date-time (already checked to be one) with `Z` added when it names no offset: DESIGN takes
- * timestamps "with or without fractions or offset", and one without is UTC, as the wire's are
- * (Python's `datetime.utcnow().isoformat()`). Date.parse would read it as the host's local time.
- */
-export function withUtcDefault(v: string): string {
-  return OFFSET.test(v) ? v : v + 'Z'
 }
 
 const DIGITS_AT = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22]

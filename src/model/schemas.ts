@@ -1,7 +1,7 @@
 import { FormatRegistry, Type, type TSchema } from '@sinclair/typebox'
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
 import { Value } from '@sinclair/typebox/value'
-import { withUtcDefault } from '../core/iso-time.js'
+import { withUtcDefault } from './date-time.js'
 import type { UsageKind } from './usage-record.js'
 
 // RFC 3339 / ISO-8601 date-time: with or without fractions, with `Z`, an offset or neither (UTC:

@@ -7,8 +7,9 @@ import { WireReader } from './wire.js'
  * spans (Consumer.spanInterest): it walks the whole message as protobufjs would decode it with
  * meterd's protos, building nothing, and notes where each resource, scope and span is, where
  * each span's ids are, and whether any attribute key of a span (or of its resource) starts with
- * one of the prefixes. decode-proto.ts then decodes with protobufjs only the resources and the
- * spans that are read, and checks the ids of the others.
+ * one of the prefixes. It checks each span's ids as it goes: a span with a bad id is counted and
+ * left out of the table (the first few noted, for the answer to name). decode-proto.ts then
+ * decodes only the resources and the spans that are read.
  *
  * The scan vouches for a message only where it is sure protobufjs would accept it: every length
  * within its message, every string valid UTF-8 (protobufjs's own strict reader for the non-ASCII

@@ -1,7 +1,8 @@
 /**
  * OTLP floods (task h78): one export of a million or two spans that the daemon refuses or passes
  * over — empty spans (2 bytes each: no ids, every one rejected), valid spans that are not GenAI
- * spans (ids only: counted, not decoded) and the empty spans in OTLP/JSON. Each is sent once over
+ * spans (ids only: counted, not decoded), the empty spans in OTLP/JSON, and as many empty log records
+ * (valid: an item each; the same bytes as the empty spans' export). Each is sent once over
  * OTLP/HTTP and once over OTLP/gRPC to a spawned daemon; the figure is the request's time and
  * the longest wait of a /readyz poll sent every 5 ms meanwhile (how long the event loop was
  * held). Beside it, in this process, the bare protobufjs decode of the same bytes.
@@ -60,10 +61,10 @@ function loopProbe(url) {
   }
 }
 
-async function overHttp(url, key, body, type) {
+async function overHttp(url, key, body, type, signal = 'traces') {
   const stop = loopProbe(url)
   const t0 = performance.now()
-  const res = await fetch(url + '/meter/v2/otlp/v1/traces', { method: 'POST', headers: { 'content-type': type, 'x-api-key': key }, body })
+  const res = await fetch(url + '/meter/v2/otlp/v1/' + signal, { method: 'POST', headers: { 'content-type': type, 'x-api-key': key }, body })
   const answer = Buffer.from(await res.arrayBuffer())
   const ms = performance.now() - t0
   return { ms, held: await stop(), status: res.status, answer }
@@ -111,8 +112,14 @@ try {
       ['empty spans, protobuf', traces(emptySpan, count), 'application/x-protobuf'],
       ['plain spans, protobuf', traces(plainSpan, count), 'application/x-protobuf'],
       ['empty spans, JSON', jsonEmpty(count), 'application/json'],
+      // Not refused: an empty LogRecord is a valid one, an item each for the logs pipelines.
+      ['empty log records, protobuf', traces(emptySpan, count), 'application/x-protobuf', 'logs'],
     ]
-    for (const [what, body, type] of bodies) {
+    for (const [what, body, type, signal = 'traces'] of bodies) {
+      if (signal === 'logs') {
+        line(`${count / 1e6}M ${what} (${fmt(body.length / MiB, 1)} MiB) HTTP`, summary(await overHttp(meterd.url, meterd.key, body, type, 'logs')))
+        continue
+      }
       const label = `${count / 1e6}M ${what} (${fmt(body.length / MiB, 1)} MiB)`
       if (type === 'application/x-protobuf') line(`${label} bare decode`, `${fmt(bareDecode(body))} ms`)
       line(`${label} HTTP`, summary(await overHttp(meterd.url, meterd.key, body, type)))

@@ -3,7 +3,7 @@ import type { ComponentMetrics } from '../../core/telemetry.js'
 import type { Batch } from '../../core/consumer.js'
 import { PermanentError, invalid } from '../../core/errors.js'
 import type { Caller } from '../../model/usage-record.js'
-import { itemCount, itemPath, rejectionMessage, type DecodedRequest, type OtlpSignal } from '../../transport/otlp/batch.js'
+import { REJECTIONS_SHOWN, itemCount, itemPath, rejectionMessage, type DecodedRequest, type OtlpSignal } from '../../transport/otlp/batch.js'
 
 /** What an export came to, for either transport's answer. */
 export interface ExportOutcome {
@@ -40,9 +40,11 @@ async function exportParts(caller: Caller, parts: DecodedRequest[], { receiver, 
   let offered = 0
   let refused = 0
   for (const d of parts) {
-    const total = itemCount(d) + d.rejected.length
+    const total = itemCount(d) + d.rejectedCount
     offered += total
+    // The decoder's described refusals, then the pipeline's, as many as the message shows (REJECTIONS_SHOWN); all are counted.
     const reasons: { path?: string; message: string }[] = [...d.rejected]
+    let count = d.rejectedCount
     if (d.signal !== 'metrics' && next[d.signal]) {
       const batch: Batch<unknown> = { items: d.items, ctx: { caller, receiver } }
       // Spans the consumer does not read were left undecoded (DecodeOptions.spans): they count, unread.
@@ -58,14 +60,16 @@ async function exportParts(caller: Caller, parts: DecodedRequest[], { receiver, 
           const first = refusals[0]
           const more = refusals.length > 1 ? ` (and ${refusals.length - 1} more)` : ''
           const message = first ? `${itemPath(d, first.index)}: ${first.message}${more}` : err.message
-          throw new PermanentError(d.rejected.length ? `${message}; ${rejectionMessage(d.rejected)}` : message, err.code, err.param, err.index)
+          throw new PermanentError(d.rejectedCount ? `${message}; ${rejectionMessage(d.rejected, d.rejectedCount)}` : message, err.code, err.param, err.index)
         }
-      for (const r of batch.ctx.rejected ?? []) reasons.push({ path: itemPath(d, r.index), message: r.message })
-      outcome.processed += itemCount(d) - (batch.ctx.rejected?.length ?? 0)
+      const refusals = batch.ctx.rejected ?? []
+      for (let k = 0; k < refusals.length && reasons.length < REJECTIONS_SHOWN; k++) reasons.push({ path: itemPath(d, refusals[k].index), message: refusals[k].message })
+      count += refusals.length
+      outcome.processed += itemCount(d) - refusals.length
     }
-    if (reasons.length) {
-      refused += reasons.length
-      outcome.rejected[d.signal] = { count: reasons.length, message: rejectionMessage(reasons) }
+    if (count) {
+      refused += count
+      outcome.rejected[d.signal] = { count, message: rejectionMessage(reasons, count) }
     }
   }
   if (offered > 0 && refused === offered) {

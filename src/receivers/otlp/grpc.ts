@@ -67,7 +67,7 @@ export function otlpGrpcServer(s: OtlpGrpcSettings): OtlpGrpcServer {
       // The decoder's refusals are counted by the server; these are the pipeline's.
       const outcome = await exportSignals(req.principal!, [decoded], s.target)
       const r = outcome.rejected[decoded.signal]
-      const pipelineRefused = (r?.count ?? 0) - decoded.rejected.length
+      const pipelineRefused = (r?.count ?? 0) - decoded.rejectedCount
       return pipelineRefused > 0 ? { rejected: pipelineRefused, errorMessage: r!.message } : {}
     },
     onStatus: (_signal, code, call) => s.admission.observe(requestOf(call), httpStatusOf(code)),

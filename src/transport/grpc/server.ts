@@ -149,8 +149,8 @@ export class OtlpGrpcServer {
       if (!(held = bodyBudget.take(bytes))) throw overBudget()
       const decoded = DECODERS[signal](call.request, this.opts.decode)
       const result = (await this.opts.handler(signal, decoded, info)) ?? {}
-      const rejected = decoded.rejected.length + (result.rejected ?? 0)
-      const messages = [decoded.rejected.length ? rejectionMessage(decoded.rejected) : '', result.errorMessage ?? ''].filter(Boolean)
+      const rejected = decoded.rejectedCount + (result.rejected ?? 0)
+      const messages = [decoded.rejectedCount ? rejectionMessage(decoded.rejected, decoded.rejectedCount) : '', result.errorMessage ?? ''].filter(Boolean)
       done(null, Buffer.from(encodeExportResponse(signal, { rejected, errorMessage: messages.join('; ') })))
     } catch (err) {
       const failure = grpcFailure(err)

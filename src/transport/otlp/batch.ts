@@ -11,9 +11,21 @@ export interface ItemRejection {
   message: string
 }
 
+/**
+ * How many refused items a decoded request describes by path and reason; the others are only
+ * counted. An export of a million bad spans makes a count, not a million paths and messages
+ * (docs/otlp.md, "Floods").
+ */
+export const REJECTIONS_DESCRIBED = 100
+
+/** How many of them an answer's `error_message` names, before "and K more". */
+export const REJECTIONS_SHOWN = 5
+
 interface DecodedBase {
-  /** Items refused one by one; the rest of the request stands (OTLP partial success). */
+  /** The first REJECTIONS_DESCRIBED of the items refused one by one; the rest of the request stands (OTLP partial success). */
   rejected: ItemRejection[]
+  /** How many items were refused one by one (rejected describes the first few). */
+  rejectedCount: number
   /**
    * Where each accepted item was (spans: every accepted span, read or not), as resource, scope and
    * item index, three numbers an item: a pipeline's refusal names the item by its path (itemPath).
@@ -63,8 +75,15 @@ export interface DecodeOptions {
 export function itemPath(d: DecodedRequest, k: number): string {
   const p = d.places
   if (d.signal === 'metrics' || !p || 3 * k + 2 >= p.length) return `item ${k}`
-  const [r, s, i] = [p[3 * k], p[3 * k + 1], p[3 * k + 2]]
-  return d.signal === 'traces' ? `resourceSpans[${r}].scopeSpans[${s}].spans[${i}]` : `resourceLogs[${r}].scopeLogs[${s}].logRecords[${i}]`
+  return (d.signal === 'traces' ? spanPath : logPath)(p[3 * k], p[3 * k + 1], p[3 * k + 2])
+}
+
+export const spanPath = (r: number, s: number, i: number): string => `resourceSpans[${r}].scopeSpans[${s}].spans[${i}]`
+export const logPath = (r: number, s: number, i: number): string => `resourceLogs[${r}].scopeLogs[${s}].logRecords[${i}]`
+
+/** Counts one more refused item of `d`; true while it is among the first REJECTIONS_DESCRIBED, whose path and reason the caller then adds. */
+export function describeRejection(d: { rejectedCount: number }): boolean {
+  return d.rejectedCount++ < REJECTIONS_DESCRIBED
 }
 
 /** How many items a decoded request holds (spans, log records or metric data points). */
@@ -72,9 +91,9 @@ export function itemCount(d: DecodedRequest): number {
   return d.signal === 'metrics' ? d.dataPoints : d.signal === 'traces' ? d.accepted : d.items.length
 }
 
-/** The `error_message` of a partial success: the first few reasons, and how many more there were. */
-export function rejectionMessage(rejected: readonly { path?: string; message: string }[], shown = 5): string {
-  const parts = rejected.slice(0, shown).map((r) => (r.path ? `${r.path}: ${r.message}` : r.message))
-  const more = rejected.length - shown
+/** The `error_message` of a partial success: the first few of `total` refusals (`described`), and how many more there were. */
+export function rejectionMessage(described: readonly { path?: string; message: string }[], total = described.length): string {
+  const parts = described.slice(0, REJECTIONS_SHOWN).map((r) => (r.path ? `${r.path}: ${r.message}` : r.message))
+  const more = total - parts.length
   return more > 0 ? `${parts.join('; ')}; and ${more} more` : parts.join('; ')
 }

@@ -1,6 +1,6 @@
 import { invalid } from '../../core/errors.js'
 import type { AttributeValue, Attributes, LogItem, OtlpResource, OtlpScope, SpanItem } from '../../model/otlp.js'
-import type { DecodeOptions, DecodedLogs, DecodedMetrics, DecodedTraces, ItemRejection } from './batch.js'
+import { describeRejection, type DecodeOptions, type DecodedLogs, type DecodedMetrics, type DecodedTraces } from './batch.js'
 import { ItemError, idFromJson, setAttribute, takeApiKeys } from './values.js'
 
 /*
@@ -31,18 +31,24 @@ function listOf(v: unknown, name: string): unknown[] {
 }
 
 export function decodeTracesJson(body: unknown, opts: DecodeOptions = {}): DecodedTraces {
-  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, rejected: [], apiKeys: [], places: [] }
+  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, rejected: [], rejectedCount: 0, apiKeys: [], places: [] }
   const resources = requestOf(body, 'resourceSpans', 'ExportTraceServiceRequest')
   for (let r = 0; r < resources.length; r++) {
     const at = `resourceSpans[${r}]`
-    eachScope(out.rejected, at, resources[r], 'scopeSpans', opts, out.apiKeys, (resource, scope, ss, sAt, s) => {
+    eachScope(out, at, resources[r], 'scopeSpans', opts, out.apiKeys, (resource, scope, ss, sAt, s) => {
       const spans = listOf(ss.spans, 'spans')
       for (let i = 0; i < spans.length; i++) {
+        // The common refusals first, without an exception: a flood of `{}` costs a count each.
+        const fault = spanFault(spans[i])
+        if (fault !== undefined) {
+          if (describeRejection(out)) out.rejected.push({ path: `${sAt}.spans[${i}]`, message: fault })
+          continue
+        }
         try {
           out.items.push(spanItem(resource, scope, spans[i]))
           out.places!.push(r, s, i)
         } catch (err) {
-          reject(out.rejected, err, `${sAt}.spans[${i}]`)
+          reject(out, err, sAt, 'spans', i)
         }
       }
     })
@@ -69,18 +75,18 @@ function readOnly(out: DecodedTraces, prefixes: readonly string[]): void {
 }
 
 export function decodeLogsJson(body: unknown, opts: DecodeOptions = {}): DecodedLogs {
-  const out: DecodedLogs = { signal: 'logs', items: [], rejected: [], apiKeys: [], places: [] }
+  const out: DecodedLogs = { signal: 'logs', items: [], rejected: [], rejectedCount: 0, apiKeys: [], places: [] }
   const resources = requestOf(body, 'resourceLogs', 'ExportLogsServiceRequest')
   for (let r = 0; r < resources.length; r++) {
     const at = `resourceLogs[${r}]`
-    eachScope(out.rejected, at, resources[r], 'scopeLogs', opts, out.apiKeys, (resource, scope, sl, sAt, s) => {
+    eachScope(out, at, resources[r], 'scopeLogs', opts, out.apiKeys, (resource, scope, sl, sAt, s) => {
       const records = listOf(sl.logRecords, 'logRecords')
       for (let i = 0; i < records.length; i++) {
         try {
           out.items.push(logItem(resource, scope, records[i]))
           out.places!.push(r, s, i)
         } catch (err) {
-          reject(out.rejected, err, `${sAt}.logRecords[${i}]`)
+          reject(out, err, sAt, 'logRecords', i)
         }
       }
     })
@@ -91,15 +97,15 @@ export function decodeLogsJson(body: unknown, opts: DecodeOptions = {}): Decoded
 const METRIC_DATA = ['gauge', 'sum', 'histogram', 'exponentialHistogram', 'summary']
 
 export function decodeMetricsJson(body: unknown, opts: DecodeOptions = {}): DecodedMetrics {
-  const out: DecodedMetrics = { signal: 'metrics', dataPoints: 0, rejected: [], apiKeys: [] }
+  const out: DecodedMetrics = { signal: 'metrics', dataPoints: 0, rejected: [], rejectedCount: 0, apiKeys: [] }
   const resources = requestOf(body, 'resourceMetrics', 'ExportMetricsServiceRequest')
   for (let r = 0; r < resources.length; r++) {
-    eachScope(out.rejected, `resourceMetrics[${r}]`, resources[r], 'scopeMetrics', opts, out.apiKeys, (_res, _scope, sm, sAt) => {
+    eachScope(out, `resourceMetrics[${r}]`, resources[r], 'scopeMetrics', opts, out.apiKeys, (_res, _scope, sm, sAt) => {
       const metrics = listOf(sm.metrics, 'metrics')
       for (let i = 0; i < metrics.length; i++) {
         const m = metrics[i]
         if (!isObject(m)) {
-          out.rejected.push({ path: `${sAt}.metrics[${i}]`, message: 'a metric must be an object' })
+          if (describeRejection(out)) out.rejected.push({ path: `${sAt}.metrics[${i}]`, message: 'a metric must be an object' })
           continue
         }
         for (const kind of METRIC_DATA) {
@@ -114,7 +120,7 @@ export function decodeMetricsJson(body: unknown, opts: DecodeOptions = {}): Deco
 
 /** Walks one resource's scopes; a problem with the resource or a scope rejects what it holds. */
 function eachScope(
-  rejected: ItemRejection[],
+  out: Decoded,
   at: string,
   rv: unknown,
   scopesField: string,
@@ -129,7 +135,7 @@ function eachScope(
     resource = resourceOf(rv.resource, opts, keys)
     scopes = listOf(rv[scopesField], scopesField)
   } catch (err) {
-    return reject(rejected, err, at)
+    return reject(out, err, at)
   }
   for (let s = 0; s < scopes.length; s++) {
     const sAt = `${at}.${scopesField}[${s}]`
@@ -138,14 +144,26 @@ function eachScope(
       if (!isObject(sv)) throw new ItemError('must be an object')
       visit(resource, scopeOf(sv.scope), sv, sAt, s)
     } catch (err) {
-      reject(rejected, err, sAt)
+      reject(out, err, sAt)
     }
   }
 }
 
-function reject(into: ItemRejection[], err: unknown, path: string): void {
+type Decoded = DecodedTraces | DecodedLogs | DecodedMetrics
+
+/** An item refused by an ItemError: counted, and described while among the first few (`at`, or `at.field[i]`, made only then). */
+function reject(out: Decoded, err: unknown, at: string, field?: string, i?: number): void {
   if (!(err instanceof ItemError)) throw err
-  into.push({ path, message: err.message })
+  if (describeRejection(out)) out.rejected.push({ path: field === undefined ? at : `${at}.${field}[${i}]`, message: err.message })
+}
+
+/** What spanItem would refuse first in a span that is not an object or lacks a required id; undefined for any other span. */
+function spanFault(v: unknown): string | undefined {
+  if (!isObject(v)) return 'a span must be an object'
+  if (v.status !== undefined && v.status !== null && !isObject(v.status)) return 'status must be an object'
+  if (v.traceId === undefined || v.traceId === null || v.traceId === '') return 'traceId is required'
+  if (v.spanId === undefined || v.spanId === null || v.spanId === '') return 'spanId is required'
+  return undefined
 }
 
 function spanItem(resource: OtlpResource, scope: OtlpScope, v: unknown): SpanItem {

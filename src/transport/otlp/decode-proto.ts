@@ -1,11 +1,11 @@
 import protobuf from 'protobufjs'
 import { invalid } from '../../core/errors.js'
 import type { AttributeValue, Attributes, LogItem, OtlpResource, OtlpScope, SpanItem } from '../../model/otlp.js'
-import type { DecodeOptions, DecodedLogs, DecodedMetrics, DecodedTraces, ItemRejection } from './batch.js'
+import { describeRejection, logPath, spanPath, type DecodeOptions, type DecodedLogs, type DecodedMetrics, type DecodedTraces } from './batch.js'
 import { ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, InstrumentationScope, Resource, Span } from './proto.js'
 import { readSpan } from './read-span.js'
-import { SPAN_STRIDE, scanTraces, type ScannedTraces } from './scan-traces.js'
-import { ItemError, checkIdBytes, fixed64Decimal, idFromBytes, int64Value, setAttribute, takeApiKeys, type Int64 } from './values.js'
+import { REFUSED_STRIDE, SPAN_STRIDE, scanTraces, type ScannedTraces } from './scan-traces.js'
+import { ItemError, fixed64Decimal, idFault, idFromBytes, int64Value, setAttribute, takeApiKeys, type Int64 } from './values.js'
 
 /*
  * OTLP/protobuf → items. protobufjs decodes the whole request (a truncated or malformed message
@@ -43,7 +43,7 @@ export function decodeTracesProto(buf: Uint8Array, opts: DecodeOptions = {}): De
       }
   }
   const req = decodeRequest(ExportTraceServiceRequest, buf, 'ExportTraceServiceRequest')
-  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, rejected: [], apiKeys: [], places: [] }
+  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, rejected: [], rejectedCount: 0, apiKeys: [], places: [] }
   const keys = opts.spans?.attributePrefixes
   if (keys) out.positions = []
   const resources = req.resourceSpans as Message[]
@@ -57,6 +57,11 @@ export function decodeTracesProto(buf: Uint8Array, opts: DecodeOptions = {}): De
       const spans = scopes[s].spans as Message[]
       for (let i = 0; i < spans.length; i++) {
         const sp = spans[i]
+        const fault = spanIdsFault(sp.traceId, sp.spanId, sp.parentSpanId)
+        if (fault !== undefined) {
+          if (describeRejection(out)) out.rejected.push({ path: spanPath(r, s, i), message: fault })
+          continue
+        }
         try {
           const item = spanItem(resource, scope, sp)
           if (keys === undefined) out.items.push(item)
@@ -67,7 +72,7 @@ export function decodeTracesProto(buf: Uint8Array, opts: DecodeOptions = {}): De
           out.places!.push(r, s, i)
           out.accepted++
         } catch (err) {
-          reject(out.rejected, err, `resourceSpans[${r}].scopeSpans[${s}].spans[${i}]`)
+          reject(out, err, spanPath, r, s, i)
         }
       }
     }
@@ -105,9 +110,17 @@ function spanItemWith(resource: OtlpResource, scope: OtlpScope, sp: Message, tra
   }
 }
 
-/** idFromBytes of `buf[start, end)`: the id as lowercase hex, '' when absent, an ItemError when bad. */
-function idAt(buf: Buffer, start: number, end: number, size: number, name: string, required: boolean): string {
-  checkIdBytes(buf, start, end, size, name, required)
+/** A span's ids as protobufjs decodes them: why the span is refused (the first bad id), or undefined. */
+function spanIdsFault(traceId: Uint8Array, spanId: Uint8Array, parentSpanId: Uint8Array): string | undefined {
+  return (
+    idFault(traceId, 0, traceId.length, 16, 'traceId', true) ??
+    idFault(spanId, 0, spanId.length, 8, 'spanId', true) ??
+    idFault(parentSpanId, 0, parentSpanId.length, 8, 'parentSpanId', false)
+  )
+}
+
+/** A checked id at `buf[start, end)` as lowercase hex, '' when absent. */
+function hexAt(buf: Buffer, start: number, end: number): string {
   return start === end ? '' : buf.toString('hex', start, end)
 }
 
@@ -130,7 +143,7 @@ function prefixBytes(prefixes: readonly string[]): Uint8Array[] {
 
 /** The items of a scanned request: protobufjs decodes the resources and the spans read; the others are checked. */
 function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions): DecodedTraces {
-  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, positions: [], rejected: [], apiKeys: [], places: [] }
+  const out: DecodedTraces = { signal: 'traces', items: [], accepted: 0, positions: [], rejected: [], rejectedCount: 0, apiKeys: [], places: [] }
   const t = scanned.spans
   // One reader over the request; each part is decoded in place, as protobufjs decodes a nested message.
   const reader = protobuf.Reader.create(buf)
@@ -145,39 +158,40 @@ function fromScan(buf: Uint8Array, scanned: ScannedTraces, opts: DecodeOptions):
     for (let s = 0; s < rs.scopes.length; s++) {
       const ss = rs.scopes[s]
       let scope: OtlpScope | undefined
-      for (let i = 0; i < ss.count; i++) {
-        const at = (ss.first + i) * SPAN_STRIDE
-        try {
-          if (rs.read || t[at + 2] === 1) {
-            scope ??= scopeOf(ss.scope ? part(InstrumentationScope, ss.scope[0], ss.scope[1]) : undefined)
-            // The ids as hex straight from the request's bytes where the scan found them (the
-            // last of a repeated field, as protobufjs keeps): no Buffer made per id.
-            const traceId = idAt(hex, t[at + 3], t[at + 4], 16, 'traceId', true)
-            const spanId = idAt(hex, t[at + 5], t[at + 6], 8, 'spanId', true)
-            const parentSpanId = idAt(hex, t[at + 7], t[at + 8], 8, 'parentSpanId', false)
-            // Read from the bytes when the span has the common shape; else protobufjs decodes it.
-            const span = readSpan(hex, t[at], t[at + 1], traceId, spanId, parentSpanId)
-            out.items.push(span ? { resource, scope, span } : spanItemWith(resource, scope, part(Span, t[at], t[at + 1]), traceId, spanId, parentSpanId))
-            out.positions!.push(out.accepted)
-          } else {
-            checkIdBytes(buf, t[at + 3], t[at + 4], 16, 'traceId', true)
-            checkIdBytes(buf, t[at + 5], t[at + 6], 8, 'spanId', true)
-            checkIdBytes(buf, t[at + 7], t[at + 8], 8, 'parentSpanId', false)
-          }
-          out.places!.push(r, s, i)
-          out.accepted++
-        } catch (err) {
-          reject(out.rejected, err, `resourceSpans[${r}].scopeSpans[${s}].spans[${i}]`)
+      // The scope's spans with good ids; those with bad ids the scan counted and left out (below).
+      for (let k = 0; k < ss.count; k++) {
+        const at = (ss.first + k) * SPAN_STRIDE
+        if (rs.read || t[at + 2] === 1) {
+          scope ??= scopeOf(ss.scope ? part(InstrumentationScope, ss.scope[0], ss.scope[1]) : undefined)
+          // The ids as hex straight from the request's bytes where the scan found them (the
+          // last of a repeated field, as protobufjs keeps): no Buffer made per id.
+          const traceId = hexAt(hex, t[at + 4], t[at + 5])
+          const spanId = hexAt(hex, t[at + 6], t[at + 7])
+          const parentSpanId = hexAt(hex, t[at + 8], t[at + 9])
+          // Read from the bytes when the span has the common shape; else protobufjs decodes it.
+          const span = readSpan(hex, t[at], t[at + 1], traceId, spanId, parentSpanId)
+          out.items.push(span ? { resource, scope, span } : spanItemWith(resource, scope, part(Span, t[at], t[at + 1]), traceId, spanId, parentSpanId))
+          out.positions!.push(out.accepted)
         }
+        out.places!.push(r, s, t[at + 3])
+        out.accepted++
       }
     }
   }
+  // Refused for their ids: counted by the scan, the first few worded here as idFault words them.
+  const f = scanned.refused
+  for (let at = 0; at < f.length; at += REFUSED_STRIDE) {
+    const fault =
+      idFault(buf, f[at + 3], f[at + 4], 16, 'traceId', true) ?? idFault(buf, f[at + 5], f[at + 6], 8, 'spanId', true) ?? idFault(buf, f[at + 7], f[at + 8], 8, 'parentSpanId', false)
+    out.rejected.push({ path: spanPath(f[at], f[at + 1], f[at + 2]), message: fault! })
+  }
+  out.rejectedCount = scanned.refusedCount
   return out
 }
 
 export function decodeLogsProto(buf: Uint8Array, opts: DecodeOptions = {}): DecodedLogs {
   const req = decodeRequest(ExportLogsServiceRequest, buf, 'ExportLogsServiceRequest')
-  const out: DecodedLogs = { signal: 'logs', items: [], rejected: [], apiKeys: [], places: [] }
+  const out: DecodedLogs = { signal: 'logs', items: [], rejected: [], rejectedCount: 0, apiKeys: [], places: [] }
   const resources = req.resourceLogs as Message[]
   for (let r = 0; r < resources.length; r++) {
     const rl = resources[r]
@@ -207,7 +221,7 @@ export function decodeLogsProto(buf: Uint8Array, opts: DecodeOptions = {}): Deco
           out.items.push(item)
           out.places!.push(r, s, i)
         } catch (err) {
-          reject(out.rejected, err, `resourceLogs[${r}].scopeLogs[${s}].logRecords[${i}]`)
+          reject(out, err, logPath, r, s, i)
         }
       }
     }
@@ -219,7 +233,7 @@ const METRIC_DATA = ['gauge', 'sum', 'histogram', 'exponentialHistogram', 'summa
 
 export function decodeMetricsProto(buf: Uint8Array, opts: DecodeOptions = {}): DecodedMetrics {
   const req = decodeRequest(ExportMetricsServiceRequest, buf, 'ExportMetricsServiceRequest')
-  const out: DecodedMetrics = { signal: 'metrics', dataPoints: 0, rejected: [], apiKeys: [] }
+  const out: DecodedMetrics = { signal: 'metrics', dataPoints: 0, rejected: [], rejectedCount: 0, apiKeys: [] }
   for (const rm of req.resourceMetrics as Message[]) {
     // Read for its key only: metrics are not stored.
     resourceOf(rm.resource, opts, out.apiKeys)
@@ -233,9 +247,10 @@ export function decodeMetricsProto(buf: Uint8Array, opts: DecodeOptions = {}): D
   return out
 }
 
-function reject(into: ItemRejection[], err: unknown, path: string): void {
+/** An item refused by an ItemError: counted, and described while among the first few (its path made only then). */
+function reject(out: DecodedTraces | DecodedLogs, err: unknown, path: typeof spanPath, r: number, s: number, i: number): void {
   if (!(err instanceof ItemError)) throw err
-  into.push({ path, message: err.message })
+  if (describeRejection(out)) out.rejected.push({ path: path(r, s, i), message: err.message })
 }
 
 function resourceOf(res: Message, opts: DecodeOptions, keys: string[]): OtlpResource {

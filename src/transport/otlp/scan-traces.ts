@@ -1,4 +1,5 @@
 import protobuf from 'protobufjs'
+import { REJECTIONS_DESCRIBED } from './batch.js'
 import { WireReader } from './wire.js'
 
 /*
@@ -6,8 +7,9 @@ import { WireReader } from './wire.js'
  * spans (Consumer.spanInterest): it walks the whole message as protobufjs would decode it with
  * meterd's protos, building nothing, and notes where each resource, scope and span is, where
  * each span's ids are, and whether any attribute key of a span (or of its resource) starts with
- * one of the prefixes. decode-proto.ts then decodes with protobufjs only the resources and the
- * spans that are read, and checks the ids of the others.
+ * one of the prefixes. It checks each span's ids as it goes: a span with a bad id is counted and
+ * left out of the table (the first few noted, for the answer to name). decode-proto.ts then
+ * decodes only the resources and the spans that are read.
  *
  * The scan vouches for a message only where it is sure protobufjs would accept it: every length
  * within its message, every string valid UTF-8 (protobufjs's own strict reader for the non-ASCII
@@ -25,13 +27,19 @@ const UNSURE = new Error('the scan gives up; protobufjs decides')
 /** AnyValue nesting followed (protobufjs allows 100); deeper requests go to protobufjs. */
 const MAX_DEPTH = 24
 
-/** Per span, in ScannedTraces.spans: start, end, read (0/1), then start/end of trace_id, span_id, parent_span_id. */
-export const SPAN_STRIDE = 9
+/**
+ * Per span, in ScannedTraces.spans: start, end, read (0/1), its index in its scope's `spans`, then
+ * start/end of trace_id, span_id, parent_span_id.
+ */
+export const SPAN_STRIDE = 10
+
+/** Per refused span, in ScannedTraces.refused: the indices of its resource, scope and of it in the scope, then start/end of its three ids. */
+export const REFUSED_STRIDE = 9
 
 export interface ScannedScope {
   /** The InstrumentationScope message's bytes [start, end), when present. */
   scope?: [number, number]
-  /** Index of its first span in the span table, and how many. */
+  /** Index of its first span in the span table, and how many (its spans with good ids). */
   first: number
   count: number
 }
@@ -45,8 +53,16 @@ export interface ScannedResource {
 
 export interface ScannedTraces {
   resources: ScannedResource[]
-  /** SPAN_STRIDE numbers per span, in order. */
+  /** SPAN_STRIDE numbers per span whose ids are good, in order. */
   spans: number[]
+  /**
+   * The spans whose ids are bad (a required one absent, a wrong length, all zero), refused: how
+   * many, and the first REJECTIONS_DESCRIBED as REFUSED_STRIDE numbers each, whose
+   * ids decode-proto.ts words. A refused span costs the scan a count, nothing kept: an export of
+   * two million empty spans (4 MB) held the event loop for seconds when each was a table entry.
+   */
+  refusedCount: number
+  refused: number[]
 }
 
 const utf8 = (protobuf.util as unknown as { utf8: { readStrict(buf: Uint8Array, start: number, end: number): string } }).utf8
@@ -54,6 +70,8 @@ const utf8 = (protobuf.util as unknown as { utf8: { readStrict(buf: Uint8Array, 
 class Scanner extends WireReader {
   readonly spans: number[] = []
   readonly resources: ScannedResource[] = []
+  readonly refused: number[] = []
+  refusedCount = 0
 
   /** Whether some prefix starts with a byte: most keys are ruled out by their first byte. */
   private readonly first = new Uint8Array(256)
@@ -131,7 +149,7 @@ class Scanner extends WireReader {
         }
         case (2 << 3) | 2: {
           const n = this.length(end)
-          r.scopes.push(this.scopeSpans(this.pos + n))
+          r.scopes.push(this.scopeSpans(this.pos + n, this.resources.length - 1, r.scopes.length))
           break
         }
         case (3 << 3) | 2:
@@ -143,8 +161,9 @@ class Scanner extends WireReader {
     }
   }
 
-  private scopeSpans(end: number): ScannedScope {
+  private scopeSpans(end: number, resource: number, scope: number): ScannedScope {
     const s: ScannedScope = { first: this.spans.length / SPAN_STRIDE, count: 0 }
+    let index = 0
     while (this.pos < end) {
       const t = this.tag(end)
       switch (t) {
@@ -158,8 +177,7 @@ class Scanner extends WireReader {
         }
         case (2 << 3) | 2: {
           const n = this.length(end)
-          this.span(this.pos + n)
-          s.count++
+          if (this.span(this.pos + n, resource, scope, index++)) s.count++
           break
         }
         case (3 << 3) | 2:
@@ -180,7 +198,8 @@ class Scanner extends WireReader {
     }
   }
 
-  private span(end: number): void {
+  /** Whether the span's ids are good (it is then in the table; else it is counted refused). */
+  private span(end: number, resource: number, scope: number, index: number): boolean {
     const start = this.pos
     let read = 0
     let traceStart = 0
@@ -228,7 +247,22 @@ class Scanner extends WireReader {
           this.skip(t & 7, end)
       }
     }
-    this.spans.push(start, end, read, traceStart, traceEnd, spanStart, spanEnd, parentStart, parentEnd)
+    if (this.idGood(traceStart, traceEnd, 16, true) && this.idGood(spanStart, spanEnd, 8, true) && this.idGood(parentStart, parentEnd, 8, false)) {
+      this.spans.push(start, end, read, index, traceStart, traceEnd, spanStart, spanEnd, parentStart, parentEnd)
+      return true
+    }
+    if (this.refusedCount++ < REJECTIONS_DESCRIBED)
+      this.refused.push(resource, scope, index, traceStart, traceEnd, spanStart, spanEnd, parentStart, parentEnd)
+    return false
+  }
+
+  /** values.ts's idFault without the words: present (or not required), `size` bytes, not all zero. */
+  private idGood(start: number, end: number, size: number, required: boolean): boolean {
+    if (start === end) return !required
+    if (end - start !== size) return false
+    const b = this.buf
+    for (let i = start; i < end; i++) if (b[i] !== 0) return true
+    return false
   }
 
   private status(end: number): void {
@@ -312,5 +346,5 @@ export function scanTraces(buf: Uint8Array, prefixes: readonly Uint8Array[]): Sc
   } catch {
     return undefined
   }
-  return { resources: s.resources, spans: s.spans }
+  return { resources: s.resources, spans: s.spans, refusedCount: s.refusedCount, refused: s.refused }
 }

@@ -33,18 +33,20 @@ type Encoding = 'protobuf' | 'json'
  */
 export const OTLP_JSON_DEPTH = 160
 
-/** The request's encoding by its content type; undefined for any other type. */
-function mediaOf(ctx: RequestContext): Encoding | undefined {
-  const type = (ctx.header('content-type') ?? '').split(';')[0].trim().toLowerCase()
+/** The request's media type, lowercased, without parameters ('' when it sends none). */
+const mediaType = (ctx: RequestContext): string => (ctx.header('content-type') ?? '').split(';')[0].trim().toLowerCase()
+
+/** The encoding a media type names; undefined for any other type. */
+function mediaOf(type: string): Encoding | undefined {
   if (type === 'application/x-protobuf' || type === 'application/protobuf') return 'protobuf'
   if (type === 'application/json') return 'json'
   return undefined
 }
 
 function encodingOf(ctx: RequestContext): Encoding {
-  const encoding = mediaOf(ctx)
+  const type = mediaType(ctx)
+  const encoding = mediaOf(type)
   if (encoding) return encoding
-  const type = (ctx.header('content-type') ?? '').split(';')[0].trim().toLowerCase()
   ctx.req.resume()
   throw new ApiError(415, 'invalid_request_error', 'unsupported_media_type', `OTLP/HTTP takes application/x-protobuf or application/json, not ${type || 'a body without a content type'}`, {
     param: 'Content-Type',
@@ -148,7 +150,7 @@ export class OtlpHttp {
  * §3's JSON error shape (undefined here), as does a request of neither type (415).
  */
 function protobufError(err: ApiError, ctx: RequestContext): Reply | undefined {
-  if (mediaOf(ctx) !== 'protobuf') return undefined
+  if (mediaOf(mediaType(ctx)) !== 'protobuf') return undefined
   return { status: err.status, text: rpcStatusBody(err), contentType: 'application/x-protobuf', headers: err.headers }
 }
 
